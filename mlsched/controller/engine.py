@@ -1,0 +1,404 @@
+"""The transport-free slot loop shared by the simulator and the real cluster.
+
+Each slot ``t``:
+
+1. arrivals of slot t, in submission order -> ``policy.on_arrival`` -> admit / reject; a
+   quoted price goes to the user (the job's private valuation), whose answer the policy hears;
+2. ``policy.allocate(t)`` -> validated (capacity, pools, bounds): a bad allocation is a
+   :class:`PolicyError` naming the policy, never silently trimmed;
+3. the executor runs the slot and reports progress and measurements;
+4. progress is accounted (a job completes in the slot its work is done), measurements go
+   to the runtime model with the prediction they are compared against, and it is refitted.
+
+The engine advances one slot per :meth:`Engine.step`; :meth:`Engine.run` loops until every
+job is final, the horizon is reached, or nothing can change any more (a stall).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlsched.controller.executor import Executor, SlotReport
+from mlsched.core.allocation import (
+    Admission,
+    Allocation,
+    JobState,
+    Placement,
+    Plan,
+    Quote,
+    RejectKind,
+)
+from mlsched.core.cluster import Cluster
+from mlsched.core.errors import PolicyError, SpecError
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = ["Engine", "JobRecord", "ModelError", "RunResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JobRecord:
+    """Everything the engine knows about one job (mutable; policies see a read-only view)."""
+
+    spec: JobSpec
+    state: JobState = JobState.PENDING
+    progress: float = 0.0
+    admitted_slot: int | None = None
+    started_slot: int | None = None
+    completion_slot: int | None = None
+    completion_time_s: float | None = None
+    slots_run: int = 0
+    worker_slots: float = 0.0
+    last_placement: Placement | None = None
+    plan: Plan | None = None
+    restarts: int = 0
+    restart_s: float = 0.0
+    quote: Quote | None = None
+    reject_kind: RejectKind | None = None
+    reason: str = ""
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def price_paid(self) -> float:
+        return self.quote.total if (self.quote and self.state is not JobState.REJECTED) else 0.0
+
+    def utility(self) -> float:
+        """Duration utilities pay f(completion - arrival) when done, else 0 (spec 001 A20);
+        progress utilities pay mu(progress)."""
+        u = self.spec.utility
+        if u.over_progress:
+            return u(self.progress) if self.state is not JobState.REJECTED else 0.0
+        if self.state is JobState.DONE and self.completion_slot is not None:
+            return u(self.completion_slot - self.spec.arrival_slot)
+        return 0.0
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """Predicted vs measured iteration time of one job in one slot."""
+
+    job_id: str
+    slot: int
+    predicted_s: float
+    measured_s: float
+
+    @property
+    def relative(self) -> float:
+        return (self.predicted_s - self.measured_s) / self.measured_s if self.measured_s else 0.0
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run: final job records and per-slot series."""
+
+    policy: str
+    records: dict[str, JobRecord]
+    slots: int
+    slot_seconds: float
+    resource_names: tuple[str, ...]
+    utilization: np.ndarray  # (slots, resources): used / total capacity
+    model_errors: list[ModelError] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    stalled: bool = False
+
+
+UserModel = Callable[[JobSpec, Quote], bool]
+
+
+def valuation_user(job: JobSpec, quote: Quote) -> bool:
+    """The default user: accepts iff the total charge is within its private valuation."""
+    return job.valuation is None or quote.total <= job.valuation + 1e-12
+
+
+class Engine:
+    """One engine; the executor (simulator or cluster) and clock are what differ."""
+
+    def __init__(self, cluster: Cluster, policy: Policy, executor: Executor,
+                 runtime: RuntimeEstimator, *, slot_seconds: float,
+                 horizon: int | None = None, seed: int = 0,
+                 catalogue: Iterable[JobSpec] = (), user: UserModel = valuation_user,
+                 stall_slots: int = 200) -> None:
+        if slot_seconds <= 0:
+            raise SpecError("slot_seconds", slot_seconds, "a number > 0")
+        self.cluster = cluster
+        self.policy = policy
+        self.executor = executor
+        self.runtime = runtime
+        self.slot_seconds = float(slot_seconds)
+        self.horizon = horizon
+        self.user = user
+        self.stall_slots = stall_slots
+        self.slot = 0
+        self.records: dict[str, JobRecord] = {}
+        self._active: dict[str, JobRecord] = {}
+        self._arrivals: deque[JobSpec] = deque()
+        self._used = np.zeros_like(cluster.capacity)
+        self._prev: dict[str, Placement] = {}
+        self._util_rows: list[np.ndarray] = []
+        self.model_errors: list[ModelError] = []
+        self._idle = 0
+        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
+        self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
+        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
+        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        policy.setup(RunContext(cluster=cluster, slot_seconds=self.slot_seconds,
+                                horizon=horizon, seed=seed, runtime=runtime,
+                                catalogue=tuple(j.public() for j in catalogue)))
+
+    # Submission -------------------------------------------------------------------------
+    def submit(self, job: JobSpec) -> None:
+        """Queue a job; it arrives at ``max(job.arrival_slot, current slot)``."""
+        if job.job_id in self.records or any(a.job_id == job.job_id for a in self._arrivals):
+            raise SpecError("job_id", job.job_id, "a job id not used before")
+        if self._arrivals and job.arrival_slot < self._arrivals[-1].arrival_slot:
+            ordered = sorted([*self._arrivals, job], key=lambda j: j.arrival_slot)
+            self._arrivals = deque(ordered)
+        else:
+            self._arrivals.append(job)
+
+    def submit_all(self, jobs: Iterable[JobSpec]) -> None:
+        for job in sorted(jobs, key=lambda j: j.arrival_slot):
+            self.submit(job)
+
+    # The slot loop ----------------------------------------------------------------------
+    def view(self) -> ClusterView:
+        return ClusterView(slot=self.slot, slot_seconds=self.slot_seconds,
+                           horizon=self.horizon, cluster=self.cluster, runtime=self.runtime,
+                           jobs=self._active, used=self._used)
+
+    def step(self) -> SlotReport:
+        """Run one slot: arrivals, allocation, execution, accounting."""
+        t = self.slot
+        arrived = self._admit_arrivals(t)
+        allocation = self._call("allocate", lambda: self.policy.allocate(t, self.view()))
+        if not isinstance(allocation, Allocation):
+            raise PolicyError(self.policy.name, f"allocate() returned {type(allocation)!r}, "
+                                                "expected an Allocation")
+        self._check_and_account(t, allocation)
+        remaining = {j: self._active[j].spec.total_work - self._active[j].progress
+                     for j in allocation}
+        self.executor.apply(t, allocation, {j: self._active[j].spec for j in allocation},
+                            remaining)
+        report = self.executor.collect(t)
+        self._account(t, allocation, report)
+        self._idle = 0 if (allocation or arrived) else self._idle + 1
+        self.slot += 1
+        return report
+
+    def done(self) -> bool:
+        if self.horizon is not None and self.slot >= self.horizon:
+            return True
+        return not self._arrivals and not self._active
+
+    def stalled(self) -> bool:
+        """Active jobs, no pending arrivals, and nothing allocated for ``stall_slots``."""
+        return (self.horizon is None and not self._arrivals and bool(self._active)
+                and self._idle >= self.stall_slots)
+
+    def run(self, *, until: int | None = None,
+            progress: Callable[[int], None] | None = None) -> RunResult:
+        start = time.perf_counter()
+        stalled = False
+        while not self.done() and (until is None or self.slot < until):
+            self.step()
+            if progress is not None:
+                progress(self.slot)
+            if self.stalled():
+                stalled = True
+                log.warning("[engine] stalled at slot %d with %d active jobs that no "
+                            "allocation serves", self.slot, len(self._active))
+                break
+        return self.result(wall_seconds=time.perf_counter() - start, stalled=stalled)
+
+    def result(self, *, wall_seconds: float = 0.0, stalled: bool = False) -> RunResult:
+        util = (np.vstack(self._util_rows) if self._util_rows
+                else np.zeros((0, len(self.cluster.resource_names))))
+        return RunResult(policy=self.policy.name, records=dict(self.records), slots=self.slot,
+                         slot_seconds=self.slot_seconds,
+                         resource_names=self.cluster.resource_names, utilization=util,
+                         model_errors=list(self.model_errors), wall_seconds=wall_seconds,
+                         stalled=stalled)
+
+    # Arrivals ---------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], object]) -> object:
+        try:
+            return fn()
+        except (PolicyError, KeyboardInterrupt):
+            raise
+        except Exception as err:  # wrap with the policy's name: a policy bug, not bad input
+            raise PolicyError(self.policy.name, f"{what} failed: {err!r}") from err
+
+    def _admit_arrivals(self, t: int) -> int:
+        n = 0
+        while self._arrivals and self._arrivals[0].arrival_slot <= t:
+            job = self._arrivals.popleft()
+            n += 1
+            record = JobRecord(job)
+            self.records[job.job_id] = record
+            public = job.public()
+            adm = self._call("on_arrival", lambda public=public: self.policy.on_arrival(
+                public, self.view()))
+            if not isinstance(adm, Admission):
+                raise PolicyError(self.policy.name, f"on_arrival() returned {type(adm)!r}, "
+                                                    "expected an Admission")
+            record.quote = adm.quote
+            if adm.is_admitted() and adm.quote is not None:
+                accepted = self.user(job, adm.quote)
+                quote_view = self.view()
+                self._call("on_quote_response", lambda: self.policy.on_quote_response(
+                    job.job_id, accepted, quote_view))
+                if not accepted:
+                    self.policy.release(job.job_id)
+                    adm = Admission.reject(RejectKind.DECLINED, "user declined the price",
+                                           quote=adm.quote)
+            if adm.is_admitted():
+                record.state = JobState.ADMITTED
+                record.admitted_slot = t
+                record.plan = adm.plan
+                record.reason = adm.reason
+                self._active[job.job_id] = record
+            else:
+                record.state = JobState.REJECTED
+                record.reject_kind = adm.reject_kind
+                record.reason = adm.reason
+        return n
+
+    # Allocation checks ------------------------------------------------------------------
+    def _rows(self, job: JobSpec, p: Placement) -> list[tuple[int, np.ndarray]]:
+        key = (job.job_id, p)
+        rows = self._demand_cache.get(key)
+        if rows is None:
+            rows = list(p.usage(job, self.cluster).items())
+            if len(self._demand_cache) > 100_000:
+                self._demand_cache.clear()
+            self._demand_cache[key] = rows
+        return rows
+
+    def _check_and_account(self, t: int, allocation: Allocation) -> None:
+        name = self.policy.name
+        touched: set[int] = set()
+        n_servers = len(self.cluster)
+        for job_id, p in allocation.items():
+            record = self._active.get(job_id)
+            if record is None:
+                state = self.records[job_id].state.value if job_id in self.records else "unknown"
+                raise PolicyError(name, f"slot {t}: allocated to job {job_id!r} which is "
+                                        f"{state}, not active")
+            prev = self._prev.get(job_id)
+            if prev is p or prev == p:
+                continue
+            job = record.spec
+            n_w = p.n_workers
+            if n_w > job.worker_cap or n_w < job.min_workers:
+                raise PolicyError(name, f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
+                                        f"{job.min_workers}..{job.worker_cap}")
+            if job.uses_ps and p.n_ps < 1:
+                raise PolicyError(name, f"slot {t}: PS job {job_id!r} got no parameter server")
+            if not job.uses_ps and p.n_ps:
+                raise PolicyError(name, f"slot {t}: all-reduce job {job_id!r} got {p.n_ps} PSs")
+            for s, _ in p.workers:
+                if not 0 <= s < n_servers or not self._worker_ok[s]:
+                    raise PolicyError(name, f"slot {t}: job {job_id!r} has workers on server "
+                                            f"{s}, which does not host workers")
+                gpu = self.cluster.servers[s].gpu_type
+                if job.gpu_type is not None and gpu != job.gpu_type:
+                    raise PolicyError(name, f"slot {t}: job {job_id!r} needs GPU type "
+                                            f"{job.gpu_type}, server {s} has {gpu}")
+            for s, _ in p.ps:
+                if not 0 <= s < n_servers or not self._ps_ok[s]:
+                    raise PolicyError(name, f"slot {t}: job {job_id!r} has PSs on server {s}, "
+                                            "which does not host PSs")
+            if prev is not None:
+                for s, u in self._rows(job, prev):
+                    self._used[s] -= u
+                    touched.add(s)
+            for s, u in self._rows(job, p):
+                self._used[s] += u
+                touched.add(s)
+        for job_id in [j for j in self._prev if j not in allocation]:
+            record = self.records[job_id]
+            for s, u in self._rows(record.spec, self._prev.pop(job_id)):
+                self._used[s] -= u
+                touched.add(s)
+        for job_id, p in allocation.items():
+            self._prev[job_id] = p
+        if touched:
+            idx = sorted(touched)
+            over = self._used[idx] - self.cluster.capacity[idx]
+            if np.any(over > 1e-6):
+                i, r = np.argwhere(over > 1e-6)[0]
+                server = self.cluster.servers[idx[i]]
+                resource = self.cluster.resource_names[r]
+                raise PolicyError(name, f"slot {t}: server {server.name} over-allocated on "
+                                        f"{resource}: uses {self._used[idx[i], r]:g} of "
+                                        f"{self.cluster.capacity[idx[i], r]:g}")
+        self._util_rows.append(self._used.sum(axis=0) / self._total)
+
+    # Accounting -------------------------------------------------------------------------
+    def _account(self, t: int, allocation: Allocation, report: SlotReport) -> None:
+        for job_id, p in allocation.items():
+            record = self._active[job_id]
+            prog = report.progress.get(job_id)
+            if record.last_placement is not None and record.last_placement != p:
+                record.restarts += 1
+            record.last_placement = p
+            if record.started_slot is None:
+                record.started_slot = t
+            record.slots_run += 1
+            record.worker_slots += p.n_workers
+            record.state = JobState.RUNNING
+            if prog is None:
+                continue
+            record.progress = min(record.spec.total_work, record.progress + prog.units)
+            record.restart_s += prog.restart_s
+            if prog.finished:
+                record.progress = record.spec.total_work
+                record.state = JobState.DONE
+                record.completion_slot = t
+                offset = prog.finish_offset_s if prog.finish_offset_s is not None \
+                    else self.slot_seconds
+                record.completion_time_s = t * self.slot_seconds + offset
+        for job_id, reason in report.failures.items():
+            record = self.records.get(job_id)
+            if record is not None and record.state.is_active:
+                log.warning("[engine] job %s failed in slot %d: %s", job_id, t, reason)
+                record.reason = reason
+        for record in list(self._active.values()):
+            if record.job_id not in allocation and record.state is JobState.RUNNING:
+                record.state = JobState.PAUSED
+        for m in report.measurements:
+            record = self.records.get(m.job_id)
+            if record is None:
+                continue
+            predicted = m.predicted_iteration_time_s
+            if predicted is None:
+                predicted = self.runtime.iteration_time(record.spec, m.placement)
+            if m.iterations > 0:
+                self.model_errors.append(ModelError(m.job_id, t, predicted, m.iteration_time_s))
+            self.runtime.observe(m, record.spec)
+        self.runtime.refit()
+        finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
+        for job_id in finished:
+            del self._active[job_id]
+            if job_id in self._prev:
+                record = self.records[job_id]
+                for s, u in self._rows(record.spec, self._prev.pop(job_id)):
+                    self._used[s] -= u
+        if finished:
+            view = self.view()
+            for job_id in finished:
+                self._call("on_completion",
+                           lambda job_id=job_id: self.policy.on_completion(job_id, view))

@@ -1,0 +1,119 @@
+"""Small helpers that read typed fields out of YAML/JSON mappings with field-naming errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from mlsched.core.errors import SpecError
+
+__all__ = [
+    "check_keys",
+    "opt_float",
+    "opt_int",
+    "req_float",
+    "req_int",
+    "req_mapping",
+    "req_str",
+]
+
+_MISSING = object()
+E = TypeVar("E")
+
+
+def req_mapping(raw: Any, field: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise SpecError(field, raw, "a mapping")
+    return raw
+
+
+def check_keys(raw: Mapping[str, Any], allowed: Iterable[str], field: str) -> None:
+    """Refuse unknown keys: a typo must not silently fall back to a default."""
+    allowed_set = set(allowed)
+    for key in raw:
+        if key not in allowed_set:
+            prefix = f"{field}." if field else ""
+            raise SpecError(f"{prefix}{key}", raw[key],
+                            f"one of the known fields: {', '.join(sorted(allowed_set))}")
+
+
+def _path(field: str, key: str) -> str:
+    return f"{field}.{key}" if field else key
+
+
+def req_str(raw: Mapping[str, Any], key: str, field: str, *,
+            choices: Iterable[str] | None = None, default: Any = _MISSING) -> str:
+    value = raw.get(key, default)
+    if value is _MISSING:
+        raise SpecError(_path(field, key), None, "a required string")
+    if not isinstance(value, str) or not value:
+        raise SpecError(_path(field, key), value, "a non-empty string")
+    if choices is not None:
+        options = list(choices)
+        if value not in options:
+            raise SpecError(_path(field, key), value, f"one of {', '.join(options)}")
+    return value
+
+
+def _number(value: Any, path: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SpecError(path, value, what)
+    try:
+        number = float(value)
+    except ValueError:
+        raise SpecError(path, value, what) from None
+    if not math.isfinite(number):
+        raise SpecError(path, value, what)
+    return number
+
+
+def req_float(raw: Mapping[str, Any], key: str, field: str, *, minimum: float | None = None,
+              exclusive_min: bool = False, maximum: float | None = None,
+              default: Any = _MISSING) -> float:
+    value = raw.get(key, default)
+    path = _path(field, key)
+    if value is _MISSING:
+        raise SpecError(path, None, "a required number")
+    number = _number(value, path, "a finite number")
+    _check_range(number, path, minimum, exclusive_min, maximum)
+    return number
+
+
+def opt_float(raw: Mapping[str, Any], key: str, field: str, *, minimum: float | None = None,
+              exclusive_min: bool = False, maximum: float | None = None) -> float | None:
+    if raw.get(key) is None:
+        return None
+    return req_float(raw, key, field, minimum=minimum, exclusive_min=exclusive_min,
+                     maximum=maximum)
+
+
+def req_int(raw: Mapping[str, Any], key: str, field: str, *, minimum: int | None = None,
+            maximum: int | None = None, default: Any = _MISSING) -> int:
+    value = raw.get(key, default)
+    path = _path(field, key)
+    if value is _MISSING:
+        raise SpecError(path, None, "a required integer")
+    number = _number(value, path, "an integer")
+    if number != int(number):
+        raise SpecError(path, value, "an integer")
+    _check_range(number, path, minimum, False, maximum)
+    return int(number)
+
+
+def opt_int(raw: Mapping[str, Any], key: str, field: str, *, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:
+    if raw.get(key) is None:
+        return None
+    return req_int(raw, key, field, minimum=minimum, maximum=maximum)
+
+
+def _check_range(number: float, path: str, minimum: float | None, exclusive_min: bool,
+                 maximum: float | None) -> None:
+    if minimum is not None:
+        if exclusive_min and number <= minimum:
+            raise SpecError(path, number, f"a number > {minimum:g}")
+        if not exclusive_min and number < minimum:
+            raise SpecError(path, number, f"a number >= {minimum:g}")
+    if maximum is not None and number > maximum:
+        raise SpecError(path, number, f"a number <= {maximum:g}")

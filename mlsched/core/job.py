@@ -1,0 +1,311 @@
+"""Job specifications: everything the five specs need to describe a training job.
+
+Work is counted in **work units**: mini-batches of ``batch_size`` samples summed over all
+workers. A job's total work is ``epochs * chunks * batches_per_chunk`` units (spec 001's
+E_i N_i M_i, spec 002's E_j D_j K_j). A synchronous job with a fixed global batch (spec 000)
+sets ``global_batch`` and usually ``batch_size: 1``, so that a unit is a sample.
+
+The runtime profile (``compute_s``, ``gradient_mb``) is the *reference* estimate that the
+runtime model starts from; the engine refines it from measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from mlsched.core.errors import SpecError
+from mlsched.core.fields import (
+    check_keys,
+    opt_float,
+    opt_int,
+    req_float,
+    req_int,
+    req_mapping,
+    req_str,
+)
+from mlsched.core.resources import ResourceVector
+from mlsched.core.utility import Utility
+
+__all__ = ["Arch", "JobSpec", "SyncMode"]
+
+
+class Arch(str, Enum):
+    """Communication architecture: parameter server or ring-all-reduce."""
+
+    PS = "ps"
+    ALLREDUCE = "allreduce"
+
+
+class SyncMode(str, Enum):
+    """Asynchronous (each PS applies each push on arrival, spec 001) or synchronous (BSP)."""
+
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+_FIELDS = (
+    "job_id", "arrival_slot", "model", "arch", "sync", "epochs", "chunks", "batches_per_chunk",
+    "batch_size", "global_batch", "max_workers", "min_workers", "ps_ratio", "requested_workers",
+    "requested_ps", "worker", "ps", "gpu_type", "worker_types", "ps_types", "compute_s",
+    "compute_s_by_type", "update_s", "gradient_mb", "utility", "weight", "valuation",
+    "budget_worker_slots",
+)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated, immutable job description.
+
+    Parallelism: at most ``max_workers`` workers at once (default ``chunks``: one worker per
+    data chunk, spec 001 (3)); a PS job needs ``ceil(workers * worker_bw / ps_bw)`` PSs so the
+    PSs are not the bandwidth bottleneck (001 (6)), and at most ``ps_ratio`` workers per PS
+    when set (spec 000's gamma). ``worker_types``/``ps_types`` offer typed bundles (002, 004);
+    ``compute_s_by_type`` gives the per-type compute time.
+    """
+
+    job_id: str
+    utility: Utility = field(default_factory=lambda: Utility.constant(1.0))
+    arrival_slot: int = 0
+    model: str = "resnet20"
+    arch: Arch = Arch.PS
+    sync: SyncMode = SyncMode.ASYNC
+    epochs: int = 1
+    chunks: int = 1
+    batches_per_chunk: int = 1
+    batch_size: int = 32
+    global_batch: int | None = None
+    max_workers: int | None = None
+    min_workers: int = 1
+    ps_ratio: float | None = None
+    requested_workers: int | None = None
+    requested_ps: int | None = None
+    worker: ResourceVector = field(default_factory=lambda: ResourceVector({"cpu": 1}))
+    ps: ResourceVector = field(default_factory=lambda: ResourceVector({"cpu": 1}))
+    gpu_type: str | None = None
+    worker_types: Mapping[str, ResourceVector] = field(default_factory=dict)
+    ps_types: Mapping[str, ResourceVector] = field(default_factory=dict)
+    compute_s: float = 0.1
+    compute_s_by_type: Mapping[str, float] = field(default_factory=dict)
+    update_s: float = 0.0
+    gradient_mb: float = 10.0
+    weight: float = 1.0
+    valuation: float | None = None
+    budget_worker_slots: float | None = None
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str) -> SpecError:
+            return SpecError(name, getattr(self, name), expected)
+
+        if not isinstance(self.job_id, str) or not self.job_id:
+            raise bad("job_id", "a non-empty string")
+        for enum_cls, name in ((Arch, "arch"), (SyncMode, "sync")):
+            value = getattr(self, name)
+            if not isinstance(value, enum_cls):
+                try:
+                    object.__setattr__(self, name, enum_cls(value))
+                except ValueError:
+                    raise bad(name, "one of " + ", ".join(e.value for e in enum_cls)) from None
+        if self.arch is Arch.ALLREDUCE and self.sync is SyncMode.ASYNC:
+            # Ring-all-reduce is synchronous by construction.
+            object.__setattr__(self, "sync", SyncMode.SYNC)
+        if not isinstance(self.utility, Utility):
+            raise bad("utility", "a Utility")
+        for name in ("arrival_slot",):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise bad(name, "an integer >= 0")
+        for name in ("epochs", "chunks", "batches_per_chunk", "batch_size", "min_workers"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise bad(name, "an integer >= 1")
+        for name in ("global_batch", "max_workers", "requested_workers", "requested_ps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise bad(name, "an integer >= 1 or null")
+        if self.max_workers is None:
+            object.__setattr__(self, "max_workers", self.chunks)
+        if self.min_workers > self.worker_cap:
+            raise bad("min_workers", f"at most max_workers ({self.worker_cap})")
+        if self.requested_workers is not None and self.requested_workers > self.worker_cap:
+            raise bad("requested_workers", f"at most max_workers ({self.worker_cap})")
+        for name in ("compute_s", "gradient_mb", "weight", "update_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise bad(name, "a finite number >= 0")
+        if self.compute_s <= 0:
+            raise bad("compute_s", "a number > 0 (seconds per mini-batch on one worker)")
+        for name in ("ps_ratio", "valuation", "budget_worker_slots"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value <= 0):
+                raise bad(name, "a number > 0 or null")
+        for name in ("worker", "ps"):
+            value = getattr(self, name)
+            if not isinstance(value, ResourceVector):
+                object.__setattr__(self, name, ResourceVector.parse(value, field=name))
+        for name in ("worker_types", "ps_types"):
+            types = {str(k): ResourceVector.parse(v, field=f"{name}.{k}")
+                     for k, v in dict(getattr(self, name)).items()}
+            object.__setattr__(self, name, types)
+        by_type = dict(self.compute_s_by_type)
+        for k, v in by_type.items():
+            if not math.isfinite(v) or v <= 0:
+                raise SpecError(f"compute_s_by_type.{k}", v, "a number > 0")
+        object.__setattr__(self, "compute_s_by_type", by_type)
+        if self.arch is Arch.PS and self.worker_bw_gbps > 0 and self.ps_bw_gbps == 0:
+            raise SpecError("ps.bw_gbps", 0, "a PS bandwidth > 0 when workers reserve bandwidth")
+
+    # Derived quantities -----------------------------------------------------------------
+    @property
+    def worker_cap(self) -> int:
+        """Most workers this job may run at once."""
+        assert self.max_workers is not None  # set in __post_init__
+        return self.max_workers
+
+    @property
+    def total_work(self) -> float:
+        """Work units (mini-batches of ``batch_size`` samples) to finish the job."""
+        return float(self.epochs * self.chunks * self.batches_per_chunk)
+
+    @property
+    def gradient_bytes(self) -> float:
+        return self.gradient_mb * 1e6
+
+    @property
+    def worker_bw_gbps(self) -> float:
+        return self.worker["bw_gbps"]
+
+    @property
+    def ps_bw_gbps(self) -> float:
+        return self.ps["bw_gbps"]
+
+    @property
+    def uses_ps(self) -> bool:
+        return self.arch is Arch.PS
+
+    def worker_demand(self, worker_type: str | None = None) -> ResourceVector:
+        if worker_type is None:
+            return self.worker
+        try:
+            return self.worker_types[worker_type]
+        except KeyError:
+            raise SpecError("worker_type", worker_type,
+                            f"one of this job's worker_types: {sorted(self.worker_types)}") from None
+
+    def ps_demand(self, ps_type: str | None = None) -> ResourceVector:
+        if ps_type is None:
+            return self.ps
+        try:
+            return self.ps_types[ps_type]
+        except KeyError:
+            raise SpecError("ps_type", ps_type,
+                            f"one of this job's ps_types: {sorted(self.ps_types)}") from None
+
+    def ps_needed(self, workers: int, worker_type: str | None = None,
+                  ps_type: str | None = None) -> int:
+        """Fewest PSs for ``workers`` workers: bandwidth cover (001 (6)) and ratio (000 (E6))."""
+        if not self.uses_ps or workers <= 0:
+            return 0
+        need = 1
+        b = self.worker_demand(worker_type)["bw_gbps"]
+        big_b = self.ps_demand(ps_type)["bw_gbps"]
+        if b > 0 and big_b > 0:
+            need = max(need, math.ceil(workers * b / big_b - 1e-9))
+        if self.ps_ratio is not None:
+            need = max(need, math.ceil(workers / self.ps_ratio - 1e-9))
+        return need
+
+    def compute_s_for(self, worker_type: str | None) -> float:
+        if worker_type is not None and worker_type in self.compute_s_by_type:
+            return self.compute_s_by_type[worker_type]
+        return self.compute_s
+
+    def public(self) -> JobSpec:
+        """The spec as a pricing policy may see it: the user's valuation stays private."""
+        return self if self.valuation is None else replace(self, valuation=None)
+
+    # Loading --------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: Any, field_name: str = "") -> JobSpec:
+        data = req_mapping(raw, field_name or "job")
+        check_keys(data, _FIELDS, field_name)
+        f = field_name
+
+        def opt_res(key: str) -> ResourceVector | None:
+            return (ResourceVector.parse(data[key], field=_join(f, key))
+                    if data.get(key) is not None else None)
+
+        kwargs: dict[str, Any] = {
+            "job_id": req_str(data, "job_id", f),
+            "utility": (Utility.from_dict(data["utility"], _join(f, "utility"))
+                        if "utility" in data else Utility.constant(1.0)),
+            "arrival_slot": req_int(data, "arrival_slot", f, minimum=0, default=0),
+            "model": req_str(data, "model", f, default="resnet20"),
+            "arch": req_str(data, "arch", f, choices=[a.value for a in Arch], default="ps"),
+            "sync": req_str(data, "sync", f, choices=[s.value for s in SyncMode],
+                            default="async" if data.get("arch", "ps") == "ps" else "sync"),
+            "epochs": req_int(data, "epochs", f, minimum=1, default=1),
+            "chunks": req_int(data, "chunks", f, minimum=1, default=1),
+            "batches_per_chunk": req_int(data, "batches_per_chunk", f, minimum=1, default=1),
+            "batch_size": req_int(data, "batch_size", f, minimum=1, default=32),
+            "global_batch": opt_int(data, "global_batch", f, minimum=1),
+            "max_workers": opt_int(data, "max_workers", f, minimum=1),
+            "min_workers": req_int(data, "min_workers", f, minimum=1, default=1),
+            "ps_ratio": opt_float(data, "ps_ratio", f, minimum=0, exclusive_min=True),
+            "requested_workers": opt_int(data, "requested_workers", f, minimum=1),
+            "requested_ps": opt_int(data, "requested_ps", f, minimum=1),
+            "gpu_type": data.get("gpu_type"),
+            "compute_s": req_float(data, "compute_s", f, minimum=0, exclusive_min=True,
+                                   default=0.1),
+            "update_s": req_float(data, "update_s", f, minimum=0, default=0.0),
+            "gradient_mb": req_float(data, "gradient_mb", f, minimum=0, default=10.0),
+            "weight": req_float(data, "weight", f, minimum=0, default=1.0),
+            "valuation": opt_float(data, "valuation", f, minimum=0, exclusive_min=True),
+            "budget_worker_slots": opt_float(data, "budget_worker_slots", f, minimum=0,
+                                             exclusive_min=True),
+        }
+        for key in ("worker", "ps"):
+            vec = opt_res(key)
+            if vec is not None:
+                kwargs[key] = vec
+        for key in ("worker_types", "ps_types"):
+            if data.get(key) is not None:
+                types = req_mapping(data[key], _join(f, key))
+                kwargs[key] = {str(k): ResourceVector.parse(v, field=_join(f, f"{key}.{k}"))
+                               for k, v in types.items()}
+        if data.get("compute_s_by_type") is not None:
+            by_type = req_mapping(data["compute_s_by_type"], _join(f, "compute_s_by_type"))
+            kwargs["compute_s_by_type"] = {
+                str(k): req_float(by_type, k, _join(f, "compute_s_by_type"), minimum=0,
+                                  exclusive_min=True) for k in by_type}
+        if kwargs["gpu_type"] is not None and not isinstance(kwargs["gpu_type"], str):
+            raise SpecError(_join(f, "gpu_type"), kwargs["gpu_type"], "a GPU type name or null")
+        try:
+            return cls(**kwargs)
+        except SpecError as err:
+            raise SpecError(_join(f, err.field), err.value, err.expected) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, ResourceVector):
+                value = value.as_dict()
+            elif isinstance(value, Utility):
+                value = value.to_dict()
+            elif isinstance(value, Mapping):
+                value = {k: (v.as_dict() if isinstance(v, ResourceVector) else v)
+                         for k, v in value.items()}
+                if not value:
+                    continue
+            if value is None:
+                continue
+            out[name] = value
+        return out
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

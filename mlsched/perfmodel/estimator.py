@@ -1,0 +1,160 @@
+"""The engine's runtime model: one family per job kind, parameters refined online.
+
+Parameters are kept per *profile key* ``(family, model, batch size, global batch, worker
+type or GPU type)``: jobs of the same model on the same hardware share what was measured.
+Until a key has measurements, a job's parameters come from its spec (the prior). After
+:meth:`refit`, predictions use the least-squares fit over the last ``window`` measurements
+of the key (compute and communication times are fitted together, each against its own
+design row, which makes compute and bandwidth identifiable from one configuration).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import Arch, JobSpec, SyncMode
+from mlsched.perfmodel.base import Measurement, PerfFamily, RuntimeModel
+from mlsched.perfmodel.fit import FitResult, fit_linear
+from mlsched.perfmodel.hetero import HeteroModel
+from mlsched.perfmodel.ps_async import AsyncPSModel
+from mlsched.perfmodel.ps_sync import SyncPSModel
+from mlsched.perfmodel.ring import RingAllReduceModel
+
+__all__ = ["FAMILIES", "ProfileKey", "RuntimeEstimator", "default_family"]
+
+log = logging.getLogger(__name__)
+
+FAMILIES: dict[str, Callable[[], PerfFamily]] = {
+    "ps_async": AsyncPSModel,
+    "ps_sync": SyncPSModel,
+    "ring": RingAllReduceModel,
+    "hetero": HeteroModel,
+    "dps": lambda: HeteroModel(bw_rule="dps"),
+}
+
+ProfileKey = tuple[str, str, int, int, str]
+
+
+def default_family(job: JobSpec) -> str:
+    """ps+async -> 001's model, ps+sync -> 000's, all-reduce -> 003's."""
+    if job.arch is Arch.ALLREDUCE:
+        return "ring"
+    return "ps_async" if job.sync is SyncMode.ASYNC else "ps_sync"
+
+
+@dataclass
+class _Sample:
+    dc: np.ndarray
+    dm: np.ndarray
+    compute: float
+    comm: float
+
+
+class RuntimeEstimator(RuntimeModel):
+    """Prior-or-fitted parameters per profile key; predictions cached until the next refit.
+
+    ``families`` maps a job kind (``ps_async``, ``ps_sync``, ``allreduce``) to a family
+    name in :data:`FAMILIES`; unmapped kinds use :func:`default_family`. ``overrides``
+    replaces named parameters of every prior (e.g. ``{"compute_s": ...}`` is per job, so it
+    is rarely useful; ``comm_scale`` is the usual one).
+    """
+
+    def __init__(self, cluster: Cluster, families: Mapping[str, str] | None = None, *,
+                 window: int = 256, overrides: Mapping[str, float] | None = None) -> None:
+        self.cluster = cluster
+        self._choice = dict(families or {})
+        for kind, fam in self._choice.items():
+            if fam not in FAMILIES:
+                raise ValueError(f"runtime family for {kind!r}: {fam!r} is not one of "
+                                 f"{sorted(FAMILIES)}")
+        self._families: dict[str, PerfFamily] = {}
+        self._window = window
+        self._overrides = dict(overrides or {})
+        self._samples: dict[ProfileKey, deque[_Sample]] = defaultdict(
+            lambda: deque(maxlen=self._window))
+        self._dirty: set[ProfileKey] = set()
+        self.fits: dict[ProfileKey, FitResult] = {}
+        self._priors: dict[ProfileKey, np.ndarray] = {}
+        self._cache: dict[tuple[str, Placement], tuple[float, float]] = {}
+
+    # Family and key -------------------------------------------------------------------
+    def family(self, job: JobSpec) -> PerfFamily:
+        kind = "allreduce" if job.arch is Arch.ALLREDUCE else f"ps_{job.sync.value}"
+        name = self._choice.get(kind) or default_family(job)
+        fam = self._families.get(name)
+        if fam is None:
+            fam = self._families[name] = FAMILIES[name]()
+        return fam
+
+    def key(self, job: JobSpec, placement: Placement) -> ProfileKey:
+        hw = placement.worker_type or job.gpu_type or ""
+        return (self.family(job).name, job.model, job.batch_size, job.global_batch or 0, hw)
+
+    def params(self, job: JobSpec, placement: Placement) -> np.ndarray:
+        fit = self.fits.get(self.key(job, placement))
+        if fit is not None and fit.ok:
+            return fit.params
+        fam = self.family(job)
+        prior = fam.prior(job, placement.worker_type, self.cluster)
+        for i, name in enumerate(fam.param_names):
+            if name in self._overrides:
+                prior[i] = self._overrides[name]
+        return prior
+
+    # RuntimeModel -----------------------------------------------------------------------
+    def iteration_parts(self, job: JobSpec, placement: Placement) -> tuple[float, float]:
+        ck = (job.job_id, placement)
+        hit = self._cache.get(ck)
+        if hit is not None:
+            return hit
+        fam = self.family(job)
+        parts = fam.predict(self.params(job, placement), job, placement, self.cluster)
+        if len(self._cache) > 200_000:  # bound memory on long simulations
+            self._cache.clear()
+        self._cache[ck] = parts
+        return parts
+
+    def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
+        return self.family(job).units_per_iteration(job, placement)
+
+    def observe(self, measurement: Measurement, job: JobSpec) -> None:
+        if measurement.iterations <= 0 or measurement.placement.is_empty:
+            return
+        fam = self.family(job)
+        dc, dm = fam.design(job, measurement.placement, self.cluster)
+        key = self.key(job, measurement.placement)
+        self._samples[key].append(_Sample(dc, dm, measurement.compute_time_s,
+                                          measurement.comm_time_s))
+        self._priors.setdefault(key, self.params(job, measurement.placement).copy())
+        self._dirty.add(key)
+
+    def refit(self) -> None:
+        """Refit every key that received measurements since the last refit."""
+        if not self._dirty:
+            return
+        for key in sorted(self._dirty):
+            samples = self._samples[key]
+            fam = self._families[key[0]]
+            design = np.vstack([s.dc for s in samples] + [s.dm for s in samples])
+            target = np.array([s.compute for s in samples] + [s.comm for s in samples])
+            prior = self._prior_for_key(key, fam)
+            result = fit_linear(design, target, prior, fam.param_names)
+            self.fits[key] = result
+            log.debug("[perfmodel] refit %s: %s pinned=%s rmse=%.3g", key,
+                      dict(zip(fam.param_names, np.round(result.params, 6))), result.pinned,
+                      result.rmse)
+        self._dirty.clear()
+        self._cache.clear()
+
+    def _prior_for_key(self, key: ProfileKey, fam: PerfFamily) -> np.ndarray:
+        old = self.fits.get(key)
+        if old is not None and old.ok:
+            return old.params
+        return self._priors.get(key, np.ones(len(fam.param_names)))

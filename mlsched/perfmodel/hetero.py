@@ -1,0 +1,56 @@
+"""Heterogeneous PS and ring-all-reduce model (spec 002 M1/M2; spec 004 (R1)-(R3)).
+
+PS:  ``t = v_m + U + (1 - q) 2 pi / b``
+RA:  ``t = v_m + U (P-1)/P + (1 - q) 2 pi (P-1) / (P b)``
+
+``v_m`` is the compute time on the chosen worker type (the profile key carries the type),
+``U`` the update/reduction time, ``q`` = 1 when every task is on one server (then the network
+term vanishes), ``b`` the worker type's bandwidth. With ``bw_rule="dps"`` the PS bandwidth
+follows spec 004 (R1): ``b = min(h_k, H_m / d_W)``.
+
+Parameters:
+  compute_s   v_m, seconds per mini-batch on the worker type
+  update_s    U, PS update (or full-gradient reduction) seconds per iteration
+  comm_scale  measured / nominal communication time
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import GBIT, PerfFamily
+from mlsched.perfmodel.paths import nominal_worker_bw
+
+__all__ = ["HeteroModel"]
+
+
+class HeteroModel(PerfFamily):
+    name = "hetero"
+    param_names = ("compute_s", "update_s", "comm_scale")
+
+    def __init__(self, bw_rule: Literal["worker", "dps"] = "worker") -> None:
+        self.bw_rule = bw_rule
+
+    def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
+        return np.array([job.compute_s_for(worker_type), job.update_s, 1.0])
+
+    def design(self, job: JobSpec, placement: Placement,
+               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        b = nominal_worker_bw(job, placement, cluster)
+        if self.bw_rule == "dps" and job.uses_ps:
+            big_h = job.ps_demand(placement.ps_type)["bw_gbps"]
+            if big_h > 0:
+                b = min(b, big_h / max(1, placement.n_workers))
+        remote = 0.0 if placement.colocated else 1.0
+        pi_gbit = job.gradient_bytes * 8 / GBIT
+        if job.uses_ps:
+            return np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, remote * 2 * pi_gbit / b])
+        phi = max(1, placement.n_workers)
+        share = (phi - 1) / phi
+        return (np.array([1.0, share, 0.0]),
+                np.array([0.0, 0.0, remote * 2 * pi_gbit * share / b]))

@@ -1,0 +1,44 @@
+"""Nominal bandwidths a placement gives a job, from its reservation and the topology."""
+
+from __future__ import annotations
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+
+__all__ = ["nominal_worker_bw", "ring_bottleneck_gbps", "ring_order"]
+
+
+def nominal_worker_bw(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
+    """A worker's push/pull bandwidth in Gbit/s: its reservation ``b``, else the slowest
+    path between a worker server and a PS server (intra-server when they share one)."""
+    b = job.worker_demand(placement.worker_type)["bw_gbps"]
+    if b > 0:
+        return b
+    if not placement.ps:
+        return cluster.topology.intra_server_gbps
+    return min(cluster.path_gbps(w, p) for w, _ in placement.workers for p, _ in placement.ps)
+
+
+def ring_order(placement: Placement) -> tuple[int, ...]:
+    """Servers in ring order: the placement's explicit ring, else by server index."""
+    if placement.ring:
+        return placement.ring
+    return tuple(s for s, _ in placement.workers)
+
+
+def ring_bottleneck_gbps(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
+    """Slowest hop of the ring (spec 003 (E1)): intra-server hops run at the intra-server
+    rate; an inter-server hop at its path bottleneck, capped by the job's reservation."""
+    order = ring_order(placement)
+    if len(order) <= 1:
+        return cluster.topology.intra_server_gbps
+    reserved = job.worker_demand(placement.worker_type)["bw_gbps"]
+    slowest = float("inf")
+    for i, a in enumerate(order):
+        b = order[(i + 1) % len(order)]
+        gbps = cluster.path_gbps(a, b)
+        if reserved > 0:
+            gbps = min(gbps, reserved)
+        slowest = min(slowest, gbps)
+    return slowest

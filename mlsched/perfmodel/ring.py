@@ -1,0 +1,43 @@
+"""Ring-all-reduce model with placement (spec 003 (1), (E1), (E2)).
+
+``tau(w) = (w-1)/w * (2 D / b_eff + E / G) + T_cmp + gamma_oh``
+
+Each of the w workers sends 2D(w-1)/w bytes per iteration, in synchronous steps paced by the
+slowest hop, so ``b_eff`` is the bottleneck of the ring's hops (intra-server hops at the
+intra-server rate). ``E/G`` (reduction) is fitted as one time; the intercept folds compute
+and fixed overhead.
+
+Parameters:
+  compute_s   T_cmp + gamma_oh, seconds per iteration on one worker
+  reduce_s    E / G, seconds to reduce a full gradient
+  comm_scale  measured / nominal communication time
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import GBIT, PerfFamily
+from mlsched.perfmodel.paths import ring_bottleneck_gbps
+
+__all__ = ["RingAllReduceModel"]
+
+
+class RingAllReduceModel(PerfFamily):
+    name = "ring"
+    param_names = ("compute_s", "reduce_s", "comm_scale")
+
+    def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
+        return np.array([job.compute_s_for(worker_type), job.update_s, 1.0])
+
+    def design(self, job: JobSpec, placement: Placement,
+               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        w = max(1, placement.n_workers)
+        share = (w - 1) / w
+        b_eff = ring_bottleneck_gbps(job, placement, cluster)
+        comm = share * 2 * job.gradient_bytes * 8 / (b_eff * GBIT)
+        units = job.global_batch / (job.batch_size * w) if job.global_batch else 1.0
+        return np.array([units, 0.0, 0.0]), np.array([0.0, share, comm])

@@ -1,0 +1,79 @@
+"""FIFO: strict first-in first-out with fixed task counts (spec 001 §5.2 item 1).
+
+Every job is admitted (unless it could never fit the empty cluster) and queued in arrival
+order. Each slot, queued jobs start head-first while the whole job fits; there is no
+backfilling, so a head that does not fit blocks the queue. A started job keeps its
+round-robin placement, unchanged, until it is done.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import register
+from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
+
+__all__ = ["FifoPolicy"]
+
+
+@register
+class FifoPolicy(Policy):
+    name = "fifo"
+    description = "first-in first-out, fixed worker/PS counts, round-robin, no backfilling"
+
+    def __init__(self, *, max_workers: int = 30, max_ps: int = 30, **options: Any) -> None:
+        super().__init__(**options)
+        self.max_workers = max_workers
+        self.max_ps = max_ps
+        self._queue: deque[str] = deque()
+        self._specs: dict[str, JobSpec] = {}
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._running: dict[str, Placement] = {}
+        self._ledger: CapacityLedger | None = None
+        self._rr: RoundRobin | None = None
+
+    def setup(self, context: RunContext) -> None:
+        super().setup(context)
+        self._ledger = CapacityLedger(context.cluster)
+        self._rr = RoundRobin(context.cluster)
+
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        seed = self.context.seed if self.context else 0
+        w, p = fixed_counts(job, seed, max_workers=self.max_workers, max_ps=self.max_ps)
+        if not can_ever_run(job, view.cluster, w) or \
+                pack(job, w, p, CapacityLedger(view.cluster)) is None:
+            return Admission.reject(RejectKind.INFEASIBLE,
+                                    f"{w} workers and {p} PSs never fit the cluster")
+        self._specs[job.job_id] = job
+        self._counts[job.job_id] = (w, p)
+        self._queue.append(job.job_id)
+        return Admission.admit(reason=f"queued with {w} workers, {p} PSs")
+
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        assert self._ledger is not None and self._rr is not None
+        while self._queue:
+            job_id = self._queue[0]
+            w, p = self._counts[job_id]
+            placement = self._rr.place(self._specs[job_id], w, p, self._ledger)
+            if placement is None:
+                break  # strict FIFO: the head blocks the queue
+            self._running[job_id] = placement
+            self._queue.popleft()
+        return Allocation(slot, self._running)
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:
+        self.release(job_id)
+
+    def release(self, job_id: str) -> None:
+        placement = self._running.pop(job_id, None)
+        if placement is not None and self._ledger is not None:
+            self._ledger.release(self._specs[job_id], placement)
+        if job_id in self._queue:
+            self._queue.remove(job_id)
+        self._specs.pop(job_id, None) if placement is not None else None

@@ -1,0 +1,155 @@
+"""Placement helpers shared by the policies: round-robin, packing, and feasibility checks.
+
+All helpers work on a :class:`CapacityLedger` (a private copy of free capacity): on success
+they take the resources and return the :class:`Placement`; on failure they leave the
+ledger untouched and return None ("roll back the whole job", spec 001 §5.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.view import CapacityLedger
+
+__all__ = [
+    "RoundRobin",
+    "can_ever_run",
+    "eligible_ps_servers",
+    "eligible_worker_servers",
+    "pack",
+]
+
+
+def eligible_worker_servers(job: JobSpec, cluster: Cluster) -> list[int]:
+    """Servers that may host this job's workers (pool and GPU type)."""
+    return [i for i in cluster.worker_servers
+            if job.gpu_type is None or cluster.servers[i].gpu_type == job.gpu_type]
+
+
+def eligible_ps_servers(job: JobSpec, cluster: Cluster) -> list[int]:
+    return list(cluster.ps_servers)
+
+
+def can_ever_run(job: JobSpec, cluster: Cluster, n_workers: int | None = None) -> bool:
+    """Whether ``n_workers`` (default ``min_workers``) and their PSs fit an empty cluster."""
+    n = job.min_workers if n_workers is None else n_workers
+    if not cluster.offers(job.worker) or (job.uses_ps and not cluster.offers(job.ps)):
+        return False
+    return pack(job, n, job.ps_needed(n), CapacityLedger(cluster)) is not None
+
+
+def _fill(servers: Sequence[int], demand: np.ndarray, count: int, ledger: CapacityLedger,
+          taken: dict[int, int], one_at_a_time: bool) -> bool:
+    """Place ``count`` tasks over ``servers`` in order; record them in ``taken``."""
+    if count <= 0:
+        return True
+    if not servers:
+        return False
+    left = count
+    if one_at_a_time:
+        # Cycle over the servers, one task per visit (round-robin spreading).
+        live = [s for s in servers if ledger.fits(s, demand)]
+        while left and live:
+            nxt = []
+            for s in live:
+                if not left:
+                    break
+                if ledger.fits(s, demand):
+                    ledger.take(s, demand)
+                    taken[s] = taken.get(s, 0) + 1
+                    left -= 1
+                    nxt.append(s)
+            live = nxt
+    else:
+        for s in servers:
+            if not left:
+                break
+            k = min(left, ledger.max_count(s, demand))
+            if k > 0:
+                ledger.take(s, demand, k)
+                taken[s] = taken.get(s, 0) + k
+                left -= k
+    return left == 0
+
+
+def _place(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger,
+           worker_order: Sequence[int], ps_order: Sequence[int], spread: bool,
+           worker_type: str | None, ps_type: str | None) -> Placement | None:
+    cluster = ledger.cluster
+    wd = cluster.demand_array(job.worker_demand(worker_type))
+    pd = cluster.demand_array(job.ps_demand(ps_type))
+    snapshot = ledger.free.copy()
+    w_taken: dict[int, int] = {}
+    p_taken: dict[int, int] = {}
+    ok = _fill(worker_order, wd, n_workers, ledger, w_taken, spread)
+    if ok and job.uses_ps:
+        ok = _fill(ps_order, pd, n_ps, ledger, p_taken, spread)
+    if not ok:
+        ledger.free[:] = snapshot
+        return None
+    return Placement(tuple(w_taken.items()), tuple(p_taken.items()),
+                     worker_type=worker_type, ps_type=ps_type)
+
+
+def pack(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger, *,
+         worker_type: str | None = None, ps_type: str | None = None,
+         order: Sequence[int] | None = None) -> Placement | None:
+    """Fill servers in ``order`` (default: most free first) as full as possible: few servers."""
+    cluster = ledger.cluster
+    w_servers = eligible_worker_servers(job, cluster)
+    p_servers = eligible_ps_servers(job, cluster)
+    if order is None:
+        free = ledger.free.sum(axis=1)
+        w_servers = sorted(w_servers, key=lambda s: (-free[s], s))
+        # PSs next to the workers first, so small jobs end up co-located.
+        p_servers = sorted(p_servers, key=lambda s: (-free[s], s))
+    else:
+        rank = {s: i for i, s in enumerate(order)}
+        w_servers = sorted(w_servers, key=lambda s: rank.get(s, len(rank) + s))
+        p_servers = sorted(p_servers, key=lambda s: rank.get(s, len(rank) + s))
+    placement = _place(job, n_workers, 0, ledger, w_servers, p_servers, False,
+                       worker_type, ps_type)
+    if placement is None or not job.uses_ps:
+        return placement
+    used = [s for s, _ in placement.workers]
+    p_servers = used + [s for s in p_servers if s not in used]
+    ps = _place(job, 0, n_ps, ledger, w_servers, p_servers, False, worker_type, ps_type)
+    if ps is None:
+        ledger.release(job, placement)
+        return None
+    return Placement(placement.workers, ps.ps, worker_type=worker_type, ps_type=ps_type)
+
+
+class RoundRobin:
+    """Round-robin placement with one cyclic pointer per pool (spec 001 §5.2): tasks go one
+    at a time to successive servers that have room, starting after the last one used."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._next_worker = 0
+        self._next_ps = 0
+
+    @staticmethod
+    def _rotate(servers: list[int], start: int) -> list[int]:
+        if not servers:
+            return servers
+        k = next((i for i, s in enumerate(servers) if s >= start), 0)
+        return servers[k:] + servers[:k]
+
+    def place(self, job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger, *,
+              worker_type: str | None = None, ps_type: str | None = None) -> Placement | None:
+        w_order = self._rotate(eligible_worker_servers(job, self.cluster), self._next_worker)
+        p_order = self._rotate(eligible_ps_servers(job, self.cluster), self._next_ps)
+        placement = _place(job, n_workers, n_ps, ledger, w_order, p_order, True,
+                           worker_type, ps_type)
+        if placement is not None:
+            if placement.workers:
+                self._next_worker = max(s for s, _ in placement.workers) + 1
+            if placement.ps:
+                self._next_ps = max(s for s, _ in placement.ps) + 1
+        return placement

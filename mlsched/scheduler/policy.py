@@ -1,0 +1,63 @@
+"""The one interface every scheduling/pricing policy implements.
+
+Two required methods:
+
+* :meth:`Policy.on_arrival` answers each arriving job with an :class:`Admission`: admit
+  (optionally with a price :class:`Quote` the user may decline, and/or a committed
+  :class:`Plan` over future slots, as OASiS, PD-ORS and DPS do) or reject (with the kind).
+* :meth:`Policy.allocate` returns the slot's :class:`Allocation` (per job: workers and PSs
+  per server, worker/PS type). Policies that re-plan every slot (GADGET, the baselines)
+  compute it here; plan-committing ones read it off their plans; batch policies (the
+  heterogeneous scheduler) decide their batches here when a round's time has come.
+
+Optional hooks default to no-ops. :meth:`release` must be idempotent: it undoes a job's
+reservations when the engine drops the job (a declined quote, a lost agent).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from mlsched.core.allocation import Admission, Allocation
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = ["Policy"]
+
+
+class Policy(ABC):
+    """Base class of all policies; subclasses set :attr:`name` and :attr:`description`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def __init__(self, **options: Any) -> None:
+        if options:
+            raise TypeError(f"policy {self.name!r} takes no options, got {sorted(options)}")
+        self.context: RunContext | None = None
+
+    def setup(self, context: RunContext) -> None:
+        """Called once before the first slot."""
+        self.context = context
+
+    @abstractmethod
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        """Admit or reject a job arriving in ``view.slot``."""
+
+    @abstractmethod
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        """The placement of every job that runs in ``slot``."""
+
+    def on_quote_response(self, job_id: str, accepted: bool,  # noqa: B027
+                          view: ClusterView) -> None:
+        """The user's answer to a quoted price (pricing policies learn from it)."""
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:  # noqa: B027
+        """A job finished its work in ``view.slot``."""
+
+    def release(self, job_id: str) -> None:  # noqa: B027
+        """Drop the job's reservations; safe to call twice or for an unknown job."""
+
+    def __repr__(self) -> str:
+        return f"<policy {self.name}>"

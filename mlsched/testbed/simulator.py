@@ -1,0 +1,111 @@
+"""The simulator: an executor whose progress comes from a "ground truth" runtime model.
+
+The truth may differ from the engine's estimate (``compute_scale``, ``comm_scale``: the
+real job is that much slower than its spec says), may be noisy (log-normal per job and
+slot, ``noise``), and may charge a restart cost when a job's placement changes
+(``restart_s``, the measured checkpoint + restart time on the testbed). The engine's model
+learns from the measurements this executor reports, exactly as it does from agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsched.controller.executor import Executor, JobProgress, SlotReport
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import Measurement
+from mlsched.perfmodel.estimator import RuntimeEstimator
+
+__all__ = ["SimulatedExecutor", "TruthConfig"]
+
+
+@dataclass(frozen=True)
+class TruthConfig:
+    """How the simulated reality departs from the job specs."""
+
+    compute_scale: float = 1.0
+    comm_scale: float = 1.0
+    noise: float = 0.0
+    restart_s: float = 0.0
+    measure: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("compute_scale", "comm_scale"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"truth {name} must be > 0, got {getattr(self, name)}")
+        if self.noise < 0 or self.restart_s < 0:
+            raise ValueError("truth noise and restart_s must be >= 0")
+
+
+class SimulatedExecutor(Executor):
+    """Runs allocations against the truth model; deterministic for a given seed."""
+
+    def __init__(self, cluster: Cluster, slot_seconds: float, *,
+                 truth: TruthConfig | None = None, families: Mapping[str, str] | None = None,
+                 seed: int = 0) -> None:
+        self.cluster = cluster
+        self.slot_seconds = float(slot_seconds)
+        self.truth = truth or TruthConfig()
+        self._model = RuntimeEstimator(cluster, families)
+        self._rng = np.random.default_rng(seed)
+        self._last: dict[str, Placement] = {}
+        self._seen: set[str] = set()
+        self._report = SlotReport(slot=-1)
+        self._parts: dict[tuple[str, Placement], tuple[float, float, float]] = {}
+
+    def _true_parts(self, job: JobSpec, p: Placement) -> tuple[float, float, float]:
+        key = (job.job_id, p)
+        hit = self._parts.get(key)
+        if hit is None:
+            compute, comm = self._model.iteration_parts(job, p)
+            compute *= self.truth.compute_scale
+            comm *= self.truth.comm_scale
+            hit = (compute, comm, self._model.units_per_iteration(job, p))
+            if len(self._parts) > 200_000:
+                self._parts.clear()
+            self._parts[key] = hit
+        return hit
+
+    def apply(self, slot: int, allocation: Allocation, jobs: Mapping[str, JobSpec],
+              remaining: Mapping[str, float]) -> None:
+        report = SlotReport(slot=slot)
+        noise = self.truth.noise
+        for job_id, p in allocation.items():
+            job = jobs[job_id]
+            compute, comm, units_per_iter = self._true_parts(job, p)
+            if noise > 0:
+                factor = float(np.exp(self._rng.normal(0.0, noise)))
+                compute, comm = compute * factor, comm * factor
+            iter_s = compute + comm
+            # A re-layout, or a resume after a pause, restarts from a checkpoint.
+            prev = self._last.get(job_id)
+            moved = job_id in self._seen and (prev is None or prev != p)
+            restart = self.truth.restart_s if moved else 0.0
+            usable = max(0.0, self.slot_seconds - restart)
+            rate = units_per_iter / iter_s if iter_s > 0 else 0.0
+            left = remaining[job_id]
+            if rate > 0 and rate * usable >= left - 1e-9:
+                units, finished = left, True
+                offset = restart + left / rate
+            else:
+                units, finished, offset = rate * usable, False, None
+            report.progress[job_id] = JobProgress(units, finished, offset, restart)
+            if self.truth.measure and units > 0:
+                iterations = units / units_per_iter
+                report.measurements.append(Measurement(
+                    job_id=job_id, slot=slot, placement=p, iterations=iterations,
+                    iteration_time_s=iter_s, compute_time_s=compute, comm_time_s=comm,
+                    bytes_sent=iterations * 2 * job.gradient_bytes, restart_s=restart))
+        self._seen.update(allocation)
+        self._last = dict(allocation)
+        self._report = report
+
+    def collect(self, slot: int) -> SlotReport:
+        if self._report.slot != slot:
+            raise RuntimeError(f"collect({slot}) without apply({slot})")
+        return self._report

@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -126,11 +127,20 @@ def valuation_user(job: JobSpec, quote: Quote) -> bool:
 class Engine:
     """One engine; the executor (simulator or cluster) and clock are what differ."""
 
-    def __init__(self, cluster: Cluster, policy: Policy, executor: Executor,
-                 runtime: RuntimeEstimator, *, slot_seconds: float,
-                 horizon: int | None = None, seed: int = 0,
-                 catalogue: Iterable[JobSpec] = (), user: UserModel = valuation_user,
-                 stall_slots: int = 200) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        executor: Executor,
+        runtime: RuntimeEstimator,
+        *,
+        slot_seconds: float,
+        horizon: int | None = None,
+        seed: int = 0,
+        catalogue: Iterable[JobSpec] = (),
+        user: UserModel = valuation_user,
+        stall_slots: int = 200,
+    ) -> None:
         if slot_seconds <= 0:
             raise SpecError("slot_seconds", slot_seconds, "a number > 0")
         self.cluster = cluster
@@ -154,9 +164,16 @@ class Engine:
         self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
         self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
         self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
-        policy.setup(RunContext(cluster=cluster, slot_seconds=self.slot_seconds,
-                                horizon=horizon, seed=seed, runtime=runtime,
-                                catalogue=tuple(j.public() for j in catalogue)))
+        policy.setup(
+            RunContext(
+                cluster=cluster,
+                slot_seconds=self.slot_seconds,
+                horizon=horizon,
+                seed=seed,
+                runtime=runtime,
+                catalogue=tuple(j.public() for j in catalogue),
+            )
+        )
 
     # Submission -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> None:
@@ -175,23 +192,31 @@ class Engine:
 
     # The slot loop ----------------------------------------------------------------------
     def view(self) -> ClusterView:
-        return ClusterView(slot=self.slot, slot_seconds=self.slot_seconds,
-                           horizon=self.horizon, cluster=self.cluster, runtime=self.runtime,
-                           jobs=self._active, used=self._used)
+        return ClusterView(
+            slot=self.slot,
+            slot_seconds=self.slot_seconds,
+            horizon=self.horizon,
+            cluster=self.cluster,
+            runtime=self.runtime,
+            jobs=self._active,
+            used=self._used,
+        )
 
     def step(self) -> SlotReport:
         """Run one slot: arrivals, allocation, execution, accounting."""
         t = self.slot
         arrived = self._admit_arrivals(t)
-        allocation = self._call("allocate", lambda: self.policy.allocate(t, self.view()))
+        allocation = self._call("allocate", self.policy.allocate, t, self.view())
         if not isinstance(allocation, Allocation):
-            raise PolicyError(self.policy.name, f"allocate() returned {type(allocation)!r}, "
-                                                "expected an Allocation")
+            raise PolicyError(
+                self.policy.name,
+                f"allocate() returned {type(allocation)!r}, expected an Allocation",
+            )
         self._check_and_account(t, allocation)
-        remaining = {j: self._active[j].spec.total_work - self._active[j].progress
-                     for j in allocation}
-        self.executor.apply(t, allocation, {j: self._active[j].spec for j in allocation},
-                            remaining)
+        remaining = {
+            j: self._active[j].spec.total_work - self._active[j].progress for j in allocation
+        }
+        self.executor.apply(t, allocation, {j: self._active[j].spec for j in allocation}, remaining)
         report = self.executor.collect(t)
         self._account(t, allocation, report)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
@@ -205,11 +230,16 @@ class Engine:
 
     def stalled(self) -> bool:
         """Active jobs, no pending arrivals, and nothing allocated for ``stall_slots``."""
-        return (self.horizon is None and not self._arrivals and bool(self._active)
-                and self._idle >= self.stall_slots)
+        return (
+            self.horizon is None
+            and not self._arrivals
+            and bool(self._active)
+            and self._idle >= self.stall_slots
+        )
 
-    def run(self, *, until: int | None = None,
-            progress: Callable[[int], None] | None = None) -> RunResult:
+    def run(
+        self, *, until: int | None = None, progress: Callable[[int], None] | None = None
+    ) -> RunResult:
         start = time.perf_counter()
         stalled = False
         while not self.done() and (until is None or self.slot < until):
@@ -218,24 +248,36 @@ class Engine:
                 progress(self.slot)
             if self.stalled():
                 stalled = True
-                log.warning("[engine] stalled at slot %d with %d active jobs that no "
-                            "allocation serves", self.slot, len(self._active))
+                log.warning(
+                    "[engine] stalled at slot %d with %d active jobs that no allocation serves",
+                    self.slot,
+                    len(self._active),
+                )
                 break
         return self.result(wall_seconds=time.perf_counter() - start, stalled=stalled)
 
     def result(self, *, wall_seconds: float = 0.0, stalled: bool = False) -> RunResult:
-        util = (np.vstack(self._util_rows) if self._util_rows
-                else np.zeros((0, len(self.cluster.resource_names))))
-        return RunResult(policy=self.policy.name, records=dict(self.records), slots=self.slot,
-                         slot_seconds=self.slot_seconds,
-                         resource_names=self.cluster.resource_names, utilization=util,
-                         model_errors=list(self.model_errors), wall_seconds=wall_seconds,
-                         stalled=stalled)
+        util = (
+            np.vstack(self._util_rows)
+            if self._util_rows
+            else np.zeros((0, len(self.cluster.resource_names)))
+        )
+        return RunResult(
+            policy=self.policy.name,
+            records=dict(self.records),
+            slots=self.slot,
+            slot_seconds=self.slot_seconds,
+            resource_names=self.cluster.resource_names,
+            utilization=util,
+            model_errors=list(self.model_errors),
+            wall_seconds=wall_seconds,
+            stalled=stalled,
+        )
 
     # Arrivals ---------------------------------------------------------------------------
-    def _call(self, what: str, fn: Callable[[], object]) -> object:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return fn()
+            return fn(*args)
         except (PolicyError, KeyboardInterrupt):
             raise
         except Exception as err:  # wrap with the policy's name: a policy bug, not bad input
@@ -249,21 +291,26 @@ class Engine:
             record = JobRecord(job)
             self.records[job.job_id] = record
             public = job.public()
-            adm = self._call("on_arrival", lambda public=public: self.policy.on_arrival(
-                public, self.view()))
+            adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())
             if not isinstance(adm, Admission):
-                raise PolicyError(self.policy.name, f"on_arrival() returned {type(adm)!r}, "
-                                                    "expected an Admission")
+                raise PolicyError(
+                    self.policy.name, f"on_arrival() returned {type(adm)!r}, expected an Admission"
+                )
             record.quote = adm.quote
             if adm.is_admitted() and adm.quote is not None:
                 accepted = self.user(job, adm.quote)
-                quote_view = self.view()
-                self._call("on_quote_response", lambda: self.policy.on_quote_response(
-                    job.job_id, accepted, quote_view))
+                self._call(
+                    "on_quote_response",
+                    self.policy.on_quote_response,
+                    job.job_id,
+                    accepted,
+                    self.view(),
+                )
                 if not accepted:
                     self.policy.release(job.job_id)
-                    adm = Admission.reject(RejectKind.DECLINED, "user declined the price",
-                                           quote=adm.quote)
+                    adm = Admission.reject(
+                        RejectKind.DECLINED, "user declined the price", quote=adm.quote
+                    )
             if adm.is_admitted():
                 record.state = JobState.ADMITTED
                 record.admitted_slot = t
@@ -295,32 +342,44 @@ class Engine:
             record = self._active.get(job_id)
             if record is None:
                 state = self.records[job_id].state.value if job_id in self.records else "unknown"
-                raise PolicyError(name, f"slot {t}: allocated to job {job_id!r} which is "
-                                        f"{state}, not active")
+                raise PolicyError(
+                    name, f"slot {t}: allocated to job {job_id!r} which is {state}, not active"
+                )
             prev = self._prev.get(job_id)
             if prev is p or prev == p:
                 continue
             job = record.spec
             n_w = p.n_workers
             if n_w > job.worker_cap or n_w < job.min_workers:
-                raise PolicyError(name, f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
-                                        f"{job.min_workers}..{job.worker_cap}")
+                raise PolicyError(
+                    name,
+                    f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
+                    f"{job.min_workers}..{job.worker_cap}",
+                )
             if job.uses_ps and p.n_ps < 1:
                 raise PolicyError(name, f"slot {t}: PS job {job_id!r} got no parameter server")
             if not job.uses_ps and p.n_ps:
                 raise PolicyError(name, f"slot {t}: all-reduce job {job_id!r} got {p.n_ps} PSs")
             for s, _ in p.workers:
                 if not 0 <= s < n_servers or not self._worker_ok[s]:
-                    raise PolicyError(name, f"slot {t}: job {job_id!r} has workers on server "
-                                            f"{s}, which does not host workers")
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} has workers on server "
+                        f"{s}, which does not host workers",
+                    )
                 gpu = self.cluster.servers[s].gpu_type
                 if job.gpu_type is not None and gpu != job.gpu_type:
-                    raise PolicyError(name, f"slot {t}: job {job_id!r} needs GPU type "
-                                            f"{job.gpu_type}, server {s} has {gpu}")
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} needs GPU type "
+                        f"{job.gpu_type}, server {s} has {gpu}",
+                    )
             for s, _ in p.ps:
                 if not 0 <= s < n_servers or not self._ps_ok[s]:
-                    raise PolicyError(name, f"slot {t}: job {job_id!r} has PSs on server {s}, "
-                                            "which does not host PSs")
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} has PSs on server {s}, which does not host PSs",
+                    )
             if prev is not None:
                 for s, u in self._rows(job, prev):
                     self._used[s] -= u
@@ -342,9 +401,12 @@ class Engine:
                 i, r = np.argwhere(over > 1e-6)[0]
                 server = self.cluster.servers[idx[i]]
                 resource = self.cluster.resource_names[r]
-                raise PolicyError(name, f"slot {t}: server {server.name} over-allocated on "
-                                        f"{resource}: uses {self._used[idx[i], r]:g} of "
-                                        f"{self.cluster.capacity[idx[i], r]:g}")
+                raise PolicyError(
+                    name,
+                    f"slot {t}: server {server.name} over-allocated on "
+                    f"{resource}: uses {self._used[idx[i], r]:g} of "
+                    f"{self.cluster.capacity[idx[i], r]:g}",
+                )
         self._util_rows.append(self._used.sum(axis=0) / self._total)
 
     # Accounting -------------------------------------------------------------------------
@@ -368,21 +430,23 @@ class Engine:
                 record.progress = record.spec.total_work
                 record.state = JobState.DONE
                 record.completion_slot = t
-                offset = prog.finish_offset_s if prog.finish_offset_s is not None \
-                    else self.slot_seconds
+                offset = (
+                    prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
+                )
                 record.completion_time_s = t * self.slot_seconds + offset
         for job_id, reason in report.failures.items():
-            record = self.records.get(job_id)
-            if record is not None and record.state.is_active:
+            failed = self.records.get(job_id)
+            if failed is not None and failed.state.is_active:
                 log.warning("[engine] job %s failed in slot %d: %s", job_id, t, reason)
-                record.reason = reason
-        for record in list(self._active.values()):
-            if record.job_id not in allocation and record.state is JobState.RUNNING:
-                record.state = JobState.PAUSED
+                failed.reason = reason
+        for active in self._active.values():
+            if active.job_id not in allocation and active.state is JobState.RUNNING:
+                active.state = JobState.PAUSED
         for m in report.measurements:
-            record = self.records.get(m.job_id)
-            if record is None:
+            measured = self.records.get(m.job_id)
+            if measured is None:
                 continue
+            record = measured
             predicted = m.predicted_iteration_time_s
             if predicted is None:
                 predicted = self.runtime.iteration_time(record.spec, m.placement)
@@ -400,5 +464,4 @@ class Engine:
         if finished:
             view = self.view()
             for job_id in finished:
-                self._call("on_completion",
-                           lambda job_id=job_id: self.policy.on_completion(job_id, view))
+                self._call("on_completion", self.policy.on_completion, job_id, view)

@@ -42,8 +42,13 @@ class SlotReport:
 
 class Executor(ABC):
     @abstractmethod
-    def apply(self, slot: int, allocation: Allocation, jobs: Mapping[str, JobSpec],
-              remaining: Mapping[str, float]) -> None:
+    def apply(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+    ) -> None:
         """Start (or keep running) the slot's allocation. ``remaining`` is each allocated
         job's outstanding work in units."""
 

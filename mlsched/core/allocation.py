@@ -59,8 +59,9 @@ class Placement:
         object.__setattr__(self, "ps", _normalise(self.ps, "ps"))
 
     @classmethod
-    def of(cls, workers: Mapping[int, int], ps: Mapping[int, int] | None = None,
-           **kwargs: str | None) -> Placement:
+    def of(
+        cls, workers: Mapping[int, int], ps: Mapping[int, int] | None = None, **kwargs: str | None
+    ) -> Placement:
         return cls(tuple(workers.items()), tuple((ps or {}).items()), **kwargs)  # type: ignore[arg-type]
 
     @cached_property
@@ -114,7 +115,8 @@ class Allocation(Mapping[str, Placement]):
     def __init__(self, slot: int, placements: Mapping[str, Placement] | None = None) -> None:
         self.slot = slot
         self._placements: dict[str, Placement] = {
-            j: p for j, p in (placements or {}).items() if not p.is_empty}
+            j: p for j, p in (placements or {}).items() if not p.is_empty
+        }
 
     def __getitem__(self, job_id: str) -> Placement:
         return self._placements[job_id]
@@ -160,10 +162,10 @@ class Decision(str, Enum):
 class RejectKind(str, Enum):
     """Why a job was turned away: 'not now' (capacity) is not 'never' (infeasible)."""
 
-    CAPACITY = "capacity"          # not enough free capacity in the window it could use
-    INFEASIBLE = "infeasible"      # can never run (demand exceeds any server, bad spec, ...)
+    CAPACITY = "capacity"  # not enough free capacity in the window it could use
+    INFEASIBLE = "infeasible"  # can never run (demand exceeds any server, bad spec, ...)
     UNPROFITABLE = "unprofitable"  # priced out: best payoff <= 0 (primal-dual policies)
-    DECLINED = "declined"          # the user declined the quoted price
+    DECLINED = "declined"  # the user declined the quoted price
 
 
 @dataclass(frozen=True)
@@ -202,13 +204,13 @@ class Admission:
                 raise ValueError("a rejected job cannot carry a plan")
 
     @classmethod
-    def admit(cls, *, plan: Plan | None = None, quote: Quote | None = None,
-              reason: str = "") -> Admission:
+    def admit(
+        cls, *, plan: Plan | None = None, quote: Quote | None = None, reason: str = ""
+    ) -> Admission:
         return cls(Decision.ADMIT, reason=reason, plan=plan, quote=quote)
 
     @classmethod
-    def reject(cls, kind: RejectKind, reason: str = "", *,
-               quote: Quote | None = None) -> Admission:
+    def reject(cls, kind: RejectKind, reason: str = "", *, quote: Quote | None = None) -> Admission:
         return cls(Decision.REJECT, reason=reason, reject_kind=kind, quote=quote)
 
     def is_admitted(self) -> bool:
@@ -239,5 +241,9 @@ class JobState(str, Enum):
     @property
     def is_active(self) -> bool:
         """Admitted and not finished: the policy may allocate to it."""
-        return self in (JobState.ADMITTED, JobState.RUNNING, JobState.PAUSED,
-                        JobState.CHECKPOINTING)
+        return self in (
+            JobState.ADMITTED,
+            JobState.RUNNING,
+            JobState.PAUSED,
+            JobState.CHECKPOINTING,
+        )

@@ -59,8 +59,9 @@ class Server:
         if not self.name:
             raise SpecError("name", self.name, "a non-empty server name")
         if not isinstance(self.capacity, ResourceVector):
-            object.__setattr__(self, "capacity",
-                               ResourceVector.parse(self.capacity, field="capacity"))
+            object.__setattr__(
+                self, "capacity", ResourceVector.parse(self.capacity, field="capacity")
+            )
         if not isinstance(self.pool, Pool):
             try:
                 object.__setattr__(self, "pool", Pool(self.pool))
@@ -72,10 +73,12 @@ class Server:
     @classmethod
     def from_dict(cls, raw: Any, field_name: str, *, name: str | None = None) -> Server:
         data = req_mapping(raw, field_name)
-        check_keys(data, ("name", "capacity", "pool", "gpu_type", "rack", "uplink_gbps",
-                          "count"), field_name)
-        pool = req_str(data, "pool", field_name, choices=[p.value for p in Pool],
-                       default="both")
+        check_keys(
+            data,
+            ("name", "capacity", "pool", "gpu_type", "rack", "uplink_gbps", "count"),
+            field_name,
+        )
+        pool = req_str(data, "pool", field_name, choices=[p.value for p in Pool], default="both")
         gpu_type = data.get("gpu_type")
         if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type):
             raise SpecError(f"{field_name}.gpu_type", gpu_type, "a GPU type name such as V100")
@@ -85,14 +88,19 @@ class Server:
             pool=Pool(pool),
             gpu_type=gpu_type,
             rack=req_str(data, "rack", field_name, default="rack0"),
-            uplink_gbps=req_float(data, "uplink_gbps", field_name, minimum=0,
-                                  exclusive_min=True, default=10.0),
+            uplink_gbps=req_float(
+                data, "uplink_gbps", field_name, minimum=0, exclusive_min=True, default=10.0
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "capacity": self.capacity.as_dict(),
-                               "pool": self.pool.value, "rack": self.rack,
-                               "uplink_gbps": self.uplink_gbps}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "capacity": self.capacity.as_dict(),
+            "pool": self.pool.value,
+            "rack": self.rack,
+            "uplink_gbps": self.uplink_gbps,
+        }
         if self.gpu_type:
             out["gpu_type"] = self.gpu_type
         return out
@@ -127,19 +135,26 @@ class Topology:
         uplinks = data.get("rack_uplink_gbps") or {}
         req_mapping(uplinks, "topology.rack_uplink_gbps")
         return cls(
-            intra_server_gbps=req_float(data, "intra_server_gbps", "topology", minimum=0,
-                                        exclusive_min=True, default=100.0),
-            rack_core_gbps=req_float(data, "rack_core_gbps", "topology", minimum=0,
-                                     exclusive_min=True, default=400.0),
-            rack_uplink_gbps={str(k): req_float(uplinks, k, "topology.rack_uplink_gbps",
-                                                minimum=0, exclusive_min=True)
-                              for k in uplinks},
+            intra_server_gbps=req_float(
+                data, "intra_server_gbps", "topology", minimum=0, exclusive_min=True, default=100.0
+            ),
+            rack_core_gbps=req_float(
+                data, "rack_core_gbps", "topology", minimum=0, exclusive_min=True, default=400.0
+            ),
+            rack_uplink_gbps={
+                str(k): req_float(
+                    uplinks, k, "topology.rack_uplink_gbps", minimum=0, exclusive_min=True
+                )
+                for k in uplinks
+            },
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"intra_server_gbps": self.intra_server_gbps,
-                "rack_core_gbps": self.rack_core_gbps,
-                "rack_uplink_gbps": dict(self.rack_uplink_gbps)}
+        return {
+            "intra_server_gbps": self.intra_server_gbps,
+            "rack_core_gbps": self.rack_core_gbps,
+            "rack_uplink_gbps": dict(self.rack_uplink_gbps),
+        }
 
 
 @dataclass(frozen=True)
@@ -218,8 +233,9 @@ class Cluster:
         sa, sb = self.servers[a], self.servers[b]
         bottleneck = min(sa.uplink_gbps, sb.uplink_gbps)
         if sa.rack != sb.rack:
-            bottleneck = min(bottleneck, self.topology.rack_uplink(sa.rack),
-                             self.topology.rack_uplink(sb.rack))
+            bottleneck = min(
+                bottleneck, self.topology.rack_uplink(sa.rack), self.topology.rack_uplink(sb.rack)
+            )
         return bottleneck
 
     # Loading --------------------------------------------------------------------------
@@ -241,15 +257,20 @@ class Cluster:
             if count == 1 and "count" not in entry_map:
                 servers.append(Server.from_dict(entry_map, fname))
             else:
-                servers.extend(Server.from_dict(entry_map, fname, name=f"{base}-{j}")
-                               for j in range(count))
+                servers.extend(
+                    Server.from_dict(entry_map, fname, name=f"{base}-{j}") for j in range(count)
+                )
         return cls(tuple(servers), Topology.from_dict(data.get("topology")))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topology": self.topology.to_dict(),
-                "servers": [s.to_dict() for s in self.servers]}
+        return {"topology": self.topology.to_dict(), "servers": [s.to_dict() for s in self.servers]}
 
     def scaled(self, factor: float) -> Cluster:
         """The same cluster with every capacity multiplied by ``factor`` (for sweeps)."""
-        return Cluster(tuple(Server(s.name, s.capacity * factor, s.pool, s.gpu_type, s.rack,
-                                    s.uplink_gbps) for s in self.servers), self.topology)
+        return Cluster(
+            tuple(
+                Server(s.name, s.capacity * factor, s.pool, s.gpu_type, s.rack, s.uplink_gbps)
+                for s in self.servers
+            ),
+            self.topology,
+        )

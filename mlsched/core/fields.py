@@ -34,16 +34,25 @@ def check_keys(raw: Mapping[str, Any], allowed: Iterable[str], field: str) -> No
     for key in raw:
         if key not in allowed_set:
             prefix = f"{field}." if field else ""
-            raise SpecError(f"{prefix}{key}", raw[key],
-                            f"one of the known fields: {', '.join(sorted(allowed_set))}")
+            raise SpecError(
+                f"{prefix}{key}",
+                raw[key],
+                f"one of the known fields: {', '.join(sorted(allowed_set))}",
+            )
 
 
 def _path(field: str, key: str) -> str:
     return f"{field}.{key}" if field else key
 
 
-def req_str(raw: Mapping[str, Any], key: str, field: str, *,
-            choices: Iterable[str] | None = None, default: Any = _MISSING) -> str:
+def req_str(
+    raw: Mapping[str, Any],
+    key: str,
+    field: str,
+    *,
+    choices: Iterable[str] | None = None,
+    default: Any = _MISSING,
+) -> str:
     value = raw.get(key, default)
     if value is _MISSING:
         raise SpecError(_path(field, key), None, "a required string")
@@ -68,9 +77,16 @@ def _number(value: Any, path: str, what: str) -> float:
     return number
 
 
-def req_float(raw: Mapping[str, Any], key: str, field: str, *, minimum: float | None = None,
-              exclusive_min: bool = False, maximum: float | None = None,
-              default: Any = _MISSING) -> float:
+def req_float(
+    raw: Mapping[str, Any],
+    key: str,
+    field: str,
+    *,
+    minimum: float | None = None,
+    exclusive_min: bool = False,
+    maximum: float | None = None,
+    default: Any = _MISSING,
+) -> float:
     value = raw.get(key, default)
     path = _path(field, key)
     if value is _MISSING:
@@ -80,16 +96,29 @@ def req_float(raw: Mapping[str, Any], key: str, field: str, *, minimum: float | 
     return number
 
 
-def opt_float(raw: Mapping[str, Any], key: str, field: str, *, minimum: float | None = None,
-              exclusive_min: bool = False, maximum: float | None = None) -> float | None:
+def opt_float(
+    raw: Mapping[str, Any],
+    key: str,
+    field: str,
+    *,
+    minimum: float | None = None,
+    exclusive_min: bool = False,
+    maximum: float | None = None,
+) -> float | None:
     if raw.get(key) is None:
         return None
-    return req_float(raw, key, field, minimum=minimum, exclusive_min=exclusive_min,
-                     maximum=maximum)
+    return req_float(raw, key, field, minimum=minimum, exclusive_min=exclusive_min, maximum=maximum)
 
 
-def req_int(raw: Mapping[str, Any], key: str, field: str, *, minimum: int | None = None,
-            maximum: int | None = None, default: Any = _MISSING) -> int:
+def req_int(
+    raw: Mapping[str, Any],
+    key: str,
+    field: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    default: Any = _MISSING,
+) -> int:
     value = raw.get(key, default)
     path = _path(field, key)
     if value is _MISSING:
@@ -101,15 +130,22 @@ def req_int(raw: Mapping[str, Any], key: str, field: str, *, minimum: int | None
     return int(number)
 
 
-def opt_int(raw: Mapping[str, Any], key: str, field: str, *, minimum: int | None = None,
-            maximum: int | None = None) -> int | None:
+def opt_int(
+    raw: Mapping[str, Any],
+    key: str,
+    field: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int | None:
     if raw.get(key) is None:
         return None
     return req_int(raw, key, field, minimum=minimum, maximum=maximum)
 
 
-def _check_range(number: float, path: str, minimum: float | None, exclusive_min: bool,
-                 maximum: float | None) -> None:
+def _check_range(
+    number: float, path: str, minimum: float | None, exclusive_min: bool, maximum: float | None
+) -> None:
     if minimum is not None:
         if exclusive_min and number <= minimum:
             raise SpecError(path, number, f"a number > {minimum:g}")

@@ -48,10 +48,33 @@ class SyncMode(str, Enum):
 
 
 _FIELDS = (
-    "job_id", "arrival_slot", "model", "arch", "sync", "epochs", "chunks", "batches_per_chunk",
-    "batch_size", "global_batch", "max_workers", "min_workers", "ps_ratio", "requested_workers",
-    "requested_ps", "worker", "ps", "gpu_type", "worker_types", "ps_types", "compute_s",
-    "compute_s_by_type", "update_s", "gradient_mb", "utility", "weight", "valuation",
+    "job_id",
+    "arrival_slot",
+    "model",
+    "arch",
+    "sync",
+    "epochs",
+    "chunks",
+    "batches_per_chunk",
+    "batch_size",
+    "global_batch",
+    "max_workers",
+    "min_workers",
+    "ps_ratio",
+    "requested_workers",
+    "requested_ps",
+    "worker",
+    "ps",
+    "gpu_type",
+    "worker_types",
+    "ps_types",
+    "compute_s",
+    "compute_s_by_type",
+    "update_s",
+    "gradient_mb",
+    "utility",
+    "weight",
+    "valuation",
     "budget_worker_slots",
 )
 
@@ -145,8 +168,10 @@ class JobSpec:
             if not isinstance(value, ResourceVector):
                 object.__setattr__(self, name, ResourceVector.parse(value, field=name))
         for name in ("worker_types", "ps_types"):
-            types = {str(k): ResourceVector.parse(v, field=f"{name}.{k}")
-                     for k, v in dict(getattr(self, name)).items()}
+            types = {
+                str(k): ResourceVector.parse(v, field=f"{name}.{k}")
+                for k, v in dict(getattr(self, name)).items()
+            }
             object.__setattr__(self, name, types)
         by_type = dict(self.compute_s_by_type)
         for k, v in by_type.items():
@@ -190,8 +215,11 @@ class JobSpec:
         try:
             return self.worker_types[worker_type]
         except KeyError:
-            raise SpecError("worker_type", worker_type,
-                            f"one of this job's worker_types: {sorted(self.worker_types)}") from None
+            raise SpecError(
+                "worker_type",
+                worker_type,
+                f"one of this job's worker_types: {sorted(self.worker_types)}",
+            ) from None
 
     def ps_demand(self, ps_type: str | None = None) -> ResourceVector:
         if ps_type is None:
@@ -199,11 +227,13 @@ class JobSpec:
         try:
             return self.ps_types[ps_type]
         except KeyError:
-            raise SpecError("ps_type", ps_type,
-                            f"one of this job's ps_types: {sorted(self.ps_types)}") from None
+            raise SpecError(
+                "ps_type", ps_type, f"one of this job's ps_types: {sorted(self.ps_types)}"
+            ) from None
 
-    def ps_needed(self, workers: int, worker_type: str | None = None,
-                  ps_type: str | None = None) -> int:
+    def ps_needed(
+        self, workers: int, worker_type: str | None = None, ps_type: str | None = None
+    ) -> int:
         """Fewest PSs for ``workers`` workers: bandwidth cover (001 (6)) and ratio (000 (E6))."""
         if not self.uses_ps or workers <= 0:
             return 0
@@ -233,18 +263,29 @@ class JobSpec:
         f = field_name
 
         def opt_res(key: str) -> ResourceVector | None:
-            return (ResourceVector.parse(data[key], field=_join(f, key))
-                    if data.get(key) is not None else None)
+            return (
+                ResourceVector.parse(data[key], field=_join(f, key))
+                if data.get(key) is not None
+                else None
+            )
 
         kwargs: dict[str, Any] = {
             "job_id": req_str(data, "job_id", f),
-            "utility": (Utility.from_dict(data["utility"], _join(f, "utility"))
-                        if "utility" in data else Utility.constant(1.0)),
+            "utility": (
+                Utility.from_dict(data["utility"], _join(f, "utility"))
+                if "utility" in data
+                else Utility.constant(1.0)
+            ),
             "arrival_slot": req_int(data, "arrival_slot", f, minimum=0, default=0),
             "model": req_str(data, "model", f, default="resnet20"),
             "arch": req_str(data, "arch", f, choices=[a.value for a in Arch], default="ps"),
-            "sync": req_str(data, "sync", f, choices=[s.value for s in SyncMode],
-                            default="async" if data.get("arch", "ps") == "ps" else "sync"),
+            "sync": req_str(
+                data,
+                "sync",
+                f,
+                choices=[s.value for s in SyncMode],
+                default="async" if data.get("arch", "ps") == "ps" else "sync",
+            ),
             "epochs": req_int(data, "epochs", f, minimum=1, default=1),
             "chunks": req_int(data, "chunks", f, minimum=1, default=1),
             "batches_per_chunk": req_int(data, "batches_per_chunk", f, minimum=1, default=1),
@@ -256,14 +297,16 @@ class JobSpec:
             "requested_workers": opt_int(data, "requested_workers", f, minimum=1),
             "requested_ps": opt_int(data, "requested_ps", f, minimum=1),
             "gpu_type": data.get("gpu_type"),
-            "compute_s": req_float(data, "compute_s", f, minimum=0, exclusive_min=True,
-                                   default=0.1),
+            "compute_s": req_float(
+                data, "compute_s", f, minimum=0, exclusive_min=True, default=0.1
+            ),
             "update_s": req_float(data, "update_s", f, minimum=0, default=0.0),
             "gradient_mb": req_float(data, "gradient_mb", f, minimum=0, default=10.0),
             "weight": req_float(data, "weight", f, minimum=0, default=1.0),
             "valuation": opt_float(data, "valuation", f, minimum=0, exclusive_min=True),
-            "budget_worker_slots": opt_float(data, "budget_worker_slots", f, minimum=0,
-                                             exclusive_min=True),
+            "budget_worker_slots": opt_float(
+                data, "budget_worker_slots", f, minimum=0, exclusive_min=True
+            ),
         }
         for key in ("worker", "ps"):
             vec = opt_res(key)
@@ -272,13 +315,18 @@ class JobSpec:
         for key in ("worker_types", "ps_types"):
             if data.get(key) is not None:
                 types = req_mapping(data[key], _join(f, key))
-                kwargs[key] = {str(k): ResourceVector.parse(v, field=_join(f, f"{key}.{k}"))
-                               for k, v in types.items()}
+                kwargs[key] = {
+                    str(k): ResourceVector.parse(v, field=_join(f, f"{key}.{k}"))
+                    for k, v in types.items()
+                }
         if data.get("compute_s_by_type") is not None:
             by_type = req_mapping(data["compute_s_by_type"], _join(f, "compute_s_by_type"))
             kwargs["compute_s_by_type"] = {
-                str(k): req_float(by_type, k, _join(f, "compute_s_by_type"), minimum=0,
-                                  exclusive_min=True) for k in by_type}
+                str(k): req_float(
+                    by_type, k, _join(f, "compute_s_by_type"), minimum=0, exclusive_min=True
+                )
+                for k in by_type
+            }
         if kwargs["gpu_type"] is not None and not isinstance(kwargs["gpu_type"], str):
             raise SpecError(_join(f, "gpu_type"), kwargs["gpu_type"], "a GPU type name or null")
         try:
@@ -297,8 +345,10 @@ class JobSpec:
             elif isinstance(value, Utility):
                 value = value.to_dict()
             elif isinstance(value, Mapping):
-                value = {k: (v.as_dict() if isinstance(v, ResourceVector) else v)
-                         for k, v in value.items()}
+                value = {
+                    k: (v.as_dict() if isinstance(v, ResourceVector) else v)
+                    for k, v in value.items()
+                }
                 if not value:
                     continue
             if value is None:

@@ -28,10 +28,15 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 class ResourceVector(Mapping[str, float]):
     """Immutable, validated amounts of named resources; missing names read as 0."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
-    def __init__(self, amounts: Mapping[str, float] | Iterable[tuple[str, float]] = (), /,
-                 *, field: str = "resources") -> None:
+    def __init__(
+        self,
+        amounts: Mapping[str, float] | Iterable[tuple[str, float]] = (),
+        /,
+        *,
+        field: str = "resources",
+    ) -> None:
         items = dict(amounts.items() if isinstance(amounts, Mapping) else amounts)
         clean: dict[str, float] = {}
         for name, value in items.items():

@@ -72,8 +72,9 @@ class Utility:
             try:
                 object.__setattr__(self, "kind", UtilityKind(self.kind))
             except ValueError:
-                raise SpecError("utility.kind", self.kind,
-                                f"one of {', '.join(k.value for k in UtilityKind)}") from None
+                raise SpecError(
+                    "utility.kind", self.kind, f"one of {', '.join(k.value for k in UtilityKind)}"
+                ) from None
         names = _PARAMS[self.kind]
         raw = dict(self.params)
         check_keys(raw, names, "utility")
@@ -101,8 +102,9 @@ class Utility:
         try:
             return cls(UtilityKind(kind), data)
         except SpecError as err:
-            raise SpecError(err.field.replace("utility", field_name, 1), err.value,
-                            err.expected) from None
+            raise SpecError(
+                err.field.replace("utility", field_name, 1), err.value, err.expected
+            ) from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind.value, **self.params}

@@ -69,8 +69,9 @@ class PerfFamily(ABC):
         """Initial parameters from the job spec (its reference profile)."""
 
     @abstractmethod
-    def design(self, job: JobSpec, placement: Placement,
-               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    def design(
+        self, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(compute row, communication row), each of length ``len(param_names)``."""
 
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
@@ -78,8 +79,9 @@ class PerfFamily(ABC):
             return job.global_batch / job.batch_size
         return float(placement.n_workers)
 
-    def predict(self, params: np.ndarray, job: JobSpec, placement: Placement,
-                cluster: Cluster) -> tuple[float, float]:
+    def predict(
+        self, params: np.ndarray, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[float, float]:
         """(compute seconds, communication seconds) per iteration."""
         dc, dm = self.design(job, placement, cluster)
         return float(dc @ params), float(dm @ params)

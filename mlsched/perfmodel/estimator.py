@@ -66,19 +66,27 @@ class RuntimeEstimator(RuntimeModel):
     is rarely useful; ``comm_scale`` is the usual one).
     """
 
-    def __init__(self, cluster: Cluster, families: Mapping[str, str] | None = None, *,
-                 window: int = 256, overrides: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        families: Mapping[str, str] | None = None,
+        *,
+        window: int = 256,
+        overrides: Mapping[str, float] | None = None,
+    ) -> None:
         self.cluster = cluster
         self._choice = dict(families or {})
         for kind, fam in self._choice.items():
             if fam not in FAMILIES:
-                raise ValueError(f"runtime family for {kind!r}: {fam!r} is not one of "
-                                 f"{sorted(FAMILIES)}")
+                raise ValueError(
+                    f"runtime family for {kind!r}: {fam!r} is not one of {sorted(FAMILIES)}"
+                )
         self._families: dict[str, PerfFamily] = {}
         self._window = window
         self._overrides = dict(overrides or {})
         self._samples: dict[ProfileKey, deque[_Sample]] = defaultdict(
-            lambda: deque(maxlen=self._window))
+            lambda: deque(maxlen=self._window)
+        )
         self._dirty: set[ProfileKey] = set()
         self.fits: dict[ProfileKey, FitResult] = {}
         self._priors: dict[ProfileKey, np.ndarray] = {}
@@ -130,8 +138,9 @@ class RuntimeEstimator(RuntimeModel):
         fam = self.family(job)
         dc, dm = fam.design(job, measurement.placement, self.cluster)
         key = self.key(job, measurement.placement)
-        self._samples[key].append(_Sample(dc, dm, measurement.compute_time_s,
-                                          measurement.comm_time_s))
+        self._samples[key].append(
+            _Sample(dc, dm, measurement.compute_time_s, measurement.comm_time_s)
+        )
         self._priors.setdefault(key, self.params(job, measurement.placement).copy())
         self._dirty.add(key)
 
@@ -147,9 +156,13 @@ class RuntimeEstimator(RuntimeModel):
             prior = self._prior_for_key(key, fam)
             result = fit_linear(design, target, prior, fam.param_names)
             self.fits[key] = result
-            log.debug("[perfmodel] refit %s: %s pinned=%s rmse=%.3g", key,
-                      dict(zip(fam.param_names, np.round(result.params, 6))), result.pinned,
-                      result.rmse)
+            log.debug(
+                "[perfmodel] refit %s: %s pinned=%s rmse=%.3g",
+                key,
+                dict(zip(fam.param_names, np.round(result.params, 6), strict=True)),
+                result.pinned,
+                result.rmse,
+            )
         self._dirty.clear()
         self._cache.clear()
 

@@ -32,11 +32,17 @@ class FitResult:
 
     @property
     def rmse(self) -> float:
-        return float(np.sqrt(np.mean(self.residuals ** 2))) if self.residuals.size else 0.0
+        return float(np.sqrt(np.mean(self.residuals**2))) if self.residuals.size else 0.0
 
 
-def fit_linear(design: np.ndarray, target: np.ndarray, prior: np.ndarray,
-               names: tuple[str, ...], *, rel_tol: float = 1e-9) -> FitResult:
+def fit_linear(
+    design: np.ndarray,
+    target: np.ndarray,
+    prior: np.ndarray,
+    names: tuple[str, ...],
+    *,
+    rel_tol: float = 1e-9,
+) -> FitResult:
     """Fit ``target ~ design @ params`` (rows are samples) starting from ``prior``."""
     design = np.asarray(design, dtype=float)
     target = np.asarray(target, dtype=float)
@@ -68,7 +74,9 @@ def fit_linear(design: np.ndarray, target: np.ndarray, prior: np.ndarray,
         except (ValueError, np.linalg.LinAlgError) as err:  # singular or degenerate input
             ok, message = False, f"fit failed: {err}"
         if not ok:
-            log.warning("[perfmodel] %s; keeping prior %s", message, dict(zip(names, prior)))
+            log.warning(
+                "[perfmodel] %s; keeping prior %s", message, dict(zip(names, prior, strict=True))
+            )
             params = prior.copy()
     residuals = design @ params - target
     return FitResult(params, tuple(names[j] for j in pinned_idx), residuals, n, ok, message)

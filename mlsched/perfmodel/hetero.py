@@ -39,8 +39,9 @@ class HeteroModel(PerfFamily):
     def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
         return np.array([job.compute_s_for(worker_type), job.update_s, 1.0])
 
-    def design(self, job: JobSpec, placement: Placement,
-               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    def design(
+        self, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
         b = nominal_worker_bw(job, placement, cluster)
         if self.bw_rule == "dps" and job.uses_ps:
             big_h = job.ps_demand(placement.ps_type)["bw_gbps"]
@@ -52,5 +53,4 @@ class HeteroModel(PerfFamily):
             return np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, remote * 2 * pi_gbit / b])
         phi = max(1, placement.n_workers)
         share = (phi - 1) / phi
-        return (np.array([1.0, share, 0.0]),
-                np.array([0.0, 0.0, remote * 2 * pi_gbit * share / b]))
+        return (np.array([1.0, share, 0.0]), np.array([0.0, 0.0, remote * 2 * pi_gbit * share / b]))

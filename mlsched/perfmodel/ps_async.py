@@ -31,8 +31,9 @@ class AsyncPSModel(PerfFamily):
     def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
         return np.array([job.compute_s_for(worker_type), 1.0])
 
-    def design(self, job: JobSpec, placement: Placement,
-               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    def design(
+        self, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
         b = nominal_worker_bw(job, placement, cluster)
         comm = 2.0 * job.gradient_bytes * 8 / (b * GBIT)
         y, z = placement.n_workers, placement.n_ps

@@ -32,8 +32,9 @@ class SyncPSModel(PerfFamily):
     def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
         return np.array([job.compute_s_for(worker_type), 1.0, 1.0])
 
-    def design(self, job: JobSpec, placement: Placement,
-               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    def design(
+        self, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
         n_w = max(1, placement.n_workers)
         n_s = max(1, placement.n_ps)
         units = job.global_batch / (job.batch_size * n_w) if job.global_batch else 1.0
@@ -41,6 +42,5 @@ class SyncPSModel(PerfFamily):
         if placement.colocated:
             comm = np.array([0.0, push_pull_gbit / cluster.topology.intra_server_gbps, 0.0])
         else:
-            comm = np.array([0.0, 0.0, push_pull_gbit / nominal_worker_bw(job, placement,
-                                                                          cluster)])
+            comm = np.array([0.0, 0.0, push_pull_gbit / nominal_worker_bw(job, placement, cluster)])
         return np.array([units, 0.0, 0.0]), comm

@@ -33,8 +33,9 @@ class RingAllReduceModel(PerfFamily):
     def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
         return np.array([job.compute_s_for(worker_type), job.update_s, 1.0])
 
-    def design(self, job: JobSpec, placement: Placement,
-               cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    def design(
+        self, job: JobSpec, placement: Placement, cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
         w = max(1, placement.n_workers)
         share = (w - 1) / w
         b_eff = ring_bottleneck_gbps(job, placement, cluster)

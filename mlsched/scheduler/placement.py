@@ -27,8 +27,11 @@ __all__ = [
 
 def eligible_worker_servers(job: JobSpec, cluster: Cluster) -> list[int]:
     """Servers that may host this job's workers (pool and GPU type)."""
-    return [i for i in cluster.worker_servers
-            if job.gpu_type is None or cluster.servers[i].gpu_type == job.gpu_type]
+    return [
+        i
+        for i in cluster.worker_servers
+        if job.gpu_type is None or cluster.servers[i].gpu_type == job.gpu_type
+    ]
 
 
 def eligible_ps_servers(job: JobSpec, cluster: Cluster) -> list[int]:
@@ -43,8 +46,14 @@ def can_ever_run(job: JobSpec, cluster: Cluster, n_workers: int | None = None) -
     return pack(job, n, job.ps_needed(n), CapacityLedger(cluster)) is not None
 
 
-def _fill(servers: Sequence[int], demand: np.ndarray, count: int, ledger: CapacityLedger,
-          taken: dict[int, int], one_at_a_time: bool) -> bool:
+def _fill(
+    servers: Sequence[int],
+    demand: np.ndarray,
+    count: int,
+    ledger: CapacityLedger,
+    taken: dict[int, int],
+    one_at_a_time: bool,
+) -> bool:
     """Place ``count`` tasks over ``servers`` in order; record them in ``taken``."""
     if count <= 0:
         return True
@@ -77,9 +86,17 @@ def _fill(servers: Sequence[int], demand: np.ndarray, count: int, ledger: Capaci
     return left == 0
 
 
-def _place(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger,
-           worker_order: Sequence[int], ps_order: Sequence[int], spread: bool,
-           worker_type: str | None, ps_type: str | None) -> Placement | None:
+def _place(
+    job: JobSpec,
+    n_workers: int,
+    n_ps: int,
+    ledger: CapacityLedger,
+    worker_order: Sequence[int],
+    ps_order: Sequence[int],
+    spread: bool,
+    worker_type: str | None,
+    ps_type: str | None,
+) -> Placement | None:
     cluster = ledger.cluster
     wd = cluster.demand_array(job.worker_demand(worker_type))
     pd = cluster.demand_array(job.ps_demand(ps_type))
@@ -92,13 +109,21 @@ def _place(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger,
     if not ok:
         ledger.free[:] = snapshot
         return None
-    return Placement(tuple(w_taken.items()), tuple(p_taken.items()),
-                     worker_type=worker_type, ps_type=ps_type)
+    return Placement(
+        tuple(w_taken.items()), tuple(p_taken.items()), worker_type=worker_type, ps_type=ps_type
+    )
 
 
-def pack(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger, *,
-         worker_type: str | None = None, ps_type: str | None = None,
-         order: Sequence[int] | None = None) -> Placement | None:
+def pack(
+    job: JobSpec,
+    n_workers: int,
+    n_ps: int,
+    ledger: CapacityLedger,
+    *,
+    worker_type: str | None = None,
+    ps_type: str | None = None,
+    order: Sequence[int] | None = None,
+) -> Placement | None:
     """Fill servers in ``order`` (default: most free first) as full as possible: few servers."""
     cluster = ledger.cluster
     w_servers = eligible_worker_servers(job, cluster)
@@ -112,8 +137,7 @@ def pack(job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger, *,
         rank = {s: i for i, s in enumerate(order)}
         w_servers = sorted(w_servers, key=lambda s: rank.get(s, len(rank) + s))
         p_servers = sorted(p_servers, key=lambda s: rank.get(s, len(rank) + s))
-    placement = _place(job, n_workers, 0, ledger, w_servers, p_servers, False,
-                       worker_type, ps_type)
+    placement = _place(job, n_workers, 0, ledger, w_servers, p_servers, False, worker_type, ps_type)
     if placement is None or not job.uses_ps:
         return placement
     used = [s for s, _ in placement.workers]
@@ -141,12 +165,21 @@ class RoundRobin:
         k = next((i for i, s in enumerate(servers) if s >= start), 0)
         return servers[k:] + servers[:k]
 
-    def place(self, job: JobSpec, n_workers: int, n_ps: int, ledger: CapacityLedger, *,
-              worker_type: str | None = None, ps_type: str | None = None) -> Placement | None:
+    def place(
+        self,
+        job: JobSpec,
+        n_workers: int,
+        n_ps: int,
+        ledger: CapacityLedger,
+        *,
+        worker_type: str | None = None,
+        ps_type: str | None = None,
+    ) -> Placement | None:
         w_order = self._rotate(eligible_worker_servers(job, self.cluster), self._next_worker)
         p_order = self._rotate(eligible_ps_servers(job, self.cluster), self._next_ps)
-        placement = _place(job, n_workers, n_ps, ledger, w_order, p_order, True,
-                           worker_type, ps_type)
+        placement = _place(
+            job, n_workers, n_ps, ledger, w_order, p_order, True, worker_type, ps_type
+        )
         if placement is not None:
             if placement.workers:
                 self._next_worker = max(s for s, _ in placement.workers) + 1

@@ -20,8 +20,10 @@ def register(cls: P) -> P:
     if not name:
         raise ValueError(f"{cls.__qualname__} has no name")
     if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"policy name {name!r} is already registered by "
-                         f"{_REGISTRY[name].__module__}.{_REGISTRY[name].__qualname__}")
+        raise ValueError(
+            f"policy name {name!r} is already registered by "
+            f"{_REGISTRY[name].__module__}.{_REGISTRY[name].__qualname__}"
+        )
     if not cls.description:
         raise ValueError(f"policy {name!r} needs a one-line description")
     _REGISTRY[name] = cls
@@ -50,8 +52,10 @@ def create(name: str, **options: Any) -> Policy:
     try:
         cls: Callable[..., Policy] = _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}. "
-                         "Did you forget to register it?") from None
+        raise ValueError(
+            f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}. "
+            "Did you forget to register it?"
+        ) from None
     try:
         return cls(**options)
     except TypeError as err:

@@ -120,7 +120,7 @@ class CapacityLedger:
 
     def __init__(self, cluster: Cluster, free: np.ndarray | None = None) -> None:
         self.cluster = cluster
-        self.free = (cluster.capacity.copy() if free is None else free.copy())
+        self.free = cluster.capacity.copy() if free is None else free.copy()
 
     def copy(self) -> CapacityLedger:
         return CapacityLedger(self.cluster, self.free)
@@ -133,7 +133,7 @@ class CapacityLedger:
         need = demand > 0
         if not need.any():
             return 1 << 30
-        return int(math.floor(float(np.min(self.free[server, need] / demand[need])) + 1e-9))
+        return math.floor(float(np.min(self.free[server, need] / demand[need])) + 1e-9)
 
     def take(self, server: int, demand: np.ndarray, count: int = 1) -> None:
         self.free[server] -= demand * count
@@ -161,9 +161,17 @@ class ClusterView(Mapping[str, JobView]):
     As a mapping it is job id -> :class:`JobView` over *active* jobs (admitted, not done).
     """
 
-    def __init__(self, *, slot: int, slot_seconds: float, horizon: int | None,
-                 cluster: Cluster, runtime: RuntimeModel,
-                 jobs: Mapping[str, JobRecordLike], used: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        slot: int,
+        slot_seconds: float,
+        horizon: int | None,
+        cluster: Cluster,
+        runtime: RuntimeModel,
+        jobs: Mapping[str, JobRecordLike],
+        used: np.ndarray | None = None,
+    ) -> None:
         self.slot = slot
         self.slot_seconds = slot_seconds
         self.horizon = horizon

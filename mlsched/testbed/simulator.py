@@ -45,9 +45,15 @@ class TruthConfig:
 class SimulatedExecutor(Executor):
     """Runs allocations against the truth model; deterministic for a given seed."""
 
-    def __init__(self, cluster: Cluster, slot_seconds: float, *,
-                 truth: TruthConfig | None = None, families: Mapping[str, str] | None = None,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        slot_seconds: float,
+        *,
+        truth: TruthConfig | None = None,
+        families: Mapping[str, str] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.cluster = cluster
         self.slot_seconds = float(slot_seconds)
         self.truth = truth or TruthConfig()
@@ -71,8 +77,13 @@ class SimulatedExecutor(Executor):
             self._parts[key] = hit
         return hit
 
-    def apply(self, slot: int, allocation: Allocation, jobs: Mapping[str, JobSpec],
-              remaining: Mapping[str, float]) -> None:
+    def apply(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+    ) -> None:
         report = SlotReport(slot=slot)
         noise = self.truth.noise
         for job_id, p in allocation.items():
@@ -97,10 +108,19 @@ class SimulatedExecutor(Executor):
             report.progress[job_id] = JobProgress(units, finished, offset, restart)
             if self.truth.measure and units > 0:
                 iterations = units / units_per_iter
-                report.measurements.append(Measurement(
-                    job_id=job_id, slot=slot, placement=p, iterations=iterations,
-                    iteration_time_s=iter_s, compute_time_s=compute, comm_time_s=comm,
-                    bytes_sent=iterations * 2 * job.gradient_bytes, restart_s=restart))
+                report.measurements.append(
+                    Measurement(
+                        job_id=job_id,
+                        slot=slot,
+                        placement=p,
+                        iterations=iterations,
+                        iteration_time_s=iter_s,
+                        compute_time_s=compute,
+                        comm_time_s=comm,
+                        bytes_sent=iterations * 2 * job.gradient_bytes,
+                        restart_s=restart,
+                    )
+                )
         self._seen.update(allocation)
         self._last = dict(allocation)
         self._report = report

@@ -17,8 +17,9 @@ def job_rng(seed: int, job_id: str, salt: str = "") -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(f"{salt}:{job_id}".encode())])
 
 
-def fixed_counts(job: JobSpec, seed: int, *, max_workers: int = 30,
-                 max_ps: int = 30) -> tuple[int, int]:
+def fixed_counts(
+    job: JobSpec, seed: int, *, max_workers: int = 30, max_ps: int = 30
+) -> tuple[int, int]:
     """The (workers, PSs) a fixed-count baseline runs a job with (spec 001 §5.2).
 
     The user's ``requested_workers``/``requested_ps`` when given; otherwise workers

@@ -46,10 +46,13 @@ class FifoPolicy(Policy):
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         seed = self.context.seed if self.context else 0
         w, p = fixed_counts(job, seed, max_workers=self.max_workers, max_ps=self.max_ps)
-        if not can_ever_run(job, view.cluster, w) or \
-                pack(job, w, p, CapacityLedger(view.cluster)) is None:
-            return Admission.reject(RejectKind.INFEASIBLE,
-                                    f"{w} workers and {p} PSs never fit the cluster")
+        if (
+            not can_ever_run(job, view.cluster, w)
+            or pack(job, w, p, CapacityLedger(view.cluster)) is None
+        ):
+            return Admission.reject(
+                RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
+            )
         self._specs[job.job_id] = job
         self._counts[job.job_id] = (w, p)
         self._queue.append(job.job_id)

@@ -11,6 +11,7 @@ design row, which makes compute and bandwidth identifiable from one configuratio
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from mlsched.perfmodel.ps_async import AsyncPSModel
 from mlsched.perfmodel.ps_sync import SyncPSModel
 from mlsched.perfmodel.ring import RingAllReduceModel
 
-__all__ = ["FAMILIES", "ProfileKey", "RuntimeEstimator", "default_family"]
+__all__ = ["FAMILIES", "JOB_KINDS", "ProfileKey", "RuntimeEstimator", "default_family"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ FAMILIES: dict[str, Callable[[], PerfFamily]] = {
     "hetero": HeteroModel,
     "dps": lambda: HeteroModel(bw_rule="dps"),
 }
+
+#: The job kinds a families mapping may name.
+JOB_KINDS = ("ps_async", "ps_sync", "allreduce")
 
 ProfileKey = tuple[str, str, int, int, str]
 
@@ -77,6 +81,8 @@ class RuntimeEstimator(RuntimeModel):
         self.cluster = cluster
         self._choice = dict(families or {})
         for kind, fam in self._choice.items():
+            if kind not in JOB_KINDS:
+                raise ValueError(f"runtime families: unknown job kind {kind!r}; known: {JOB_KINDS}")
             if fam not in FAMILIES:
                 raise ValueError(
                     f"runtime family for {kind!r}: {fam!r} is not one of {sorted(FAMILIES)}"
@@ -135,6 +141,15 @@ class RuntimeEstimator(RuntimeModel):
     def observe(self, measurement: Measurement, job: JobSpec) -> None:
         if measurement.iterations <= 0 or measurement.placement.is_empty:
             return
+        times = (measurement.compute_time_s, measurement.comm_time_s)
+        if not all(math.isfinite(t) and t >= 0 for t in times):
+            log.warning(
+                "[perfmodel] ignoring measurement of %s in slot %d: times %s",
+                measurement.job_id,
+                measurement.slot,
+                times,
+            )
+            return
         fam = self.family(job)
         dc, dm = fam.design(job, measurement.placement, self.cluster)
         key = self.key(job, measurement.placement)
@@ -155,6 +170,10 @@ class RuntimeEstimator(RuntimeModel):
             target = np.array([s.compute for s in samples] + [s.comm for s in samples])
             prior = self._prior_for_key(key, fam)
             result = fit_linear(design, target, prior, fam.param_names)
+            old = self.fits.get(key)
+            if not result.ok and old is not None and old.ok:
+                # A failed fit keeps the parameters in use (fit_linear logged why).
+                continue
             self.fits[key] = result
             log.debug(
                 "[perfmodel] refit %s: %s pinned=%s rmse=%.3g",

@@ -50,6 +50,14 @@ def fit_linear(
     n, k = design.shape if design.ndim == 2 else (0, len(prior))
     if n == 0:
         return FitResult(prior.copy(), names, np.zeros(0), 0, ok=False, message="no samples")
+    if not (np.isfinite(design).all() and np.isfinite(target).all()):
+        message = "non-finite values in the design or the target"
+        log.warning(
+            "[perfmodel] %s; keeping prior %s", message, dict(zip(names, prior, strict=True))
+        )
+        return FitResult(
+            prior.copy(), tuple(names), design @ prior - target, n, ok=False, message=message
+        )
     scale = np.abs(design).max(axis=0)
     free: list[int] = []
     for j in range(k):

@@ -11,12 +11,13 @@ __all__ = ["nominal_worker_bw", "ring_bottleneck_gbps", "ring_order"]
 
 def nominal_worker_bw(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
     """A worker's push/pull bandwidth in Gbit/s: its reservation ``b``, else the slowest
-    path between a worker server and a PS server (intra-server when they share one)."""
+    path between a worker server and a PS server (intra-server when they share one); with
+    no PS (a ring), the slowest hop of the ring between the worker servers."""
     b = job.worker_demand(placement.worker_type)["bw_gbps"]
     if b > 0:
         return b
     if not placement.ps:
-        return cluster.topology.intra_server_gbps
+        return ring_bottleneck_gbps(job, placement, cluster)
     return min(cluster.path_gbps(w, p) for w, _ in placement.workers for p, _ in placement.ps)
 
 
@@ -28,15 +29,21 @@ def ring_order(placement: Placement) -> tuple[int, ...]:
 
 
 def ring_bottleneck_gbps(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
-    """Slowest hop of the ring (spec 003 (E1)): intra-server hops run at the intra-server
-    rate; an inter-server hop at its path bottleneck, capped by the job's reservation."""
+    """Slowest hop of the ring (spec 003 (E1)): intra-server hops (between workers that
+    share a server) run at the intra-server rate; an inter-server hop at its path
+    bottleneck, capped by the job's reservation."""
+    intra = cluster.topology.intra_server_gbps
     order = ring_order(placement)
     if len(order) <= 1:
-        return cluster.topology.intra_server_gbps
+        return intra
     reserved = job.worker_demand(placement.worker_type)["bw_gbps"]
-    slowest = float("inf")
+    # A server with several workers carries intra-server hops of the ring.
+    slowest = intra if any(c > 1 for _, c in placement.workers) else float("inf")
     for i, a in enumerate(order):
         b = order[(i + 1) % len(order)]
+        if a == b:
+            slowest = min(slowest, intra)
+            continue
         gbps = cluster.path_gbps(a, b)
         if reserved > 0:
             gbps = min(gbps, reserved)

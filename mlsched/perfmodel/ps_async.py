@@ -42,3 +42,7 @@ class AsyncPSModel(PerfFamily):
             # PS side limits each worker to Z*B/Y when that is below b.
             comm *= max(1.0, y * b / (z * big_b))
         return np.array([1.0, 0.0]), np.array([0.0, comm])
+
+    def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
+        # Y independent workers: Y mini-batches per theta; a global batch means nothing here.
+        return float(placement.n_workers)

@@ -7,10 +7,13 @@ slowest hop, so ``b_eff`` is the bottleneck of the ring's hops (intra-server hop
 intra-server rate). ``E/G`` (reduction) is fitted as one time; the intercept folds compute
 and fixed overhead.
 
-Parameters:
+Parameters (in this order: with a single bandwidth in the data, the reduction and the
+transfer columns are proportional, and the fit keeps the earlier one, so ``comm_scale``
+absorbs the difference and scales with ``1/b_eff`` elsewhere, while ``reduce_s`` stays at
+its prior):
   compute_s   T_cmp + gamma_oh, seconds per iteration on one worker
-  reduce_s    E / G, seconds to reduce a full gradient
   comm_scale  measured / nominal communication time
+  reduce_s    E / G, seconds to reduce a full gradient
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ __all__ = ["RingAllReduceModel"]
 
 class RingAllReduceModel(PerfFamily):
     name = "ring"
-    param_names = ("compute_s", "reduce_s", "comm_scale")
+    param_names = ("compute_s", "comm_scale", "reduce_s")
 
     def prior(self, job: JobSpec, worker_type: str | None, cluster: Cluster) -> np.ndarray:
-        return np.array([job.compute_s_for(worker_type), job.update_s, 1.0])
+        return np.array([job.compute_s_for(worker_type), 1.0, job.update_s])
 
     def design(
         self, job: JobSpec, placement: Placement, cluster: Cluster
@@ -41,4 +44,4 @@ class RingAllReduceModel(PerfFamily):
         b_eff = ring_bottleneck_gbps(job, placement, cluster)
         comm = share * 2 * job.gradient_bytes * 8 / (b_eff * GBIT)
         units = job.global_batch / (job.batch_size * w) if job.global_batch else 1.0
-        return np.array([units, 0.0, 0.0]), np.array([0.0, share, comm])
+        return np.array([units, 0.0, 0.0]), np.array([0.0, comm, share])

@@ -155,6 +155,7 @@ class Engine:
         self.records: dict[str, JobRecord] = {}
         self._active: dict[str, JobRecord] = {}
         self._arrivals: deque[JobSpec] = deque()
+        self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
         self._used = np.zeros_like(cluster.capacity)
         self._prev: dict[str, Placement] = {}
         self._util_rows: list[np.ndarray] = []
@@ -164,7 +165,9 @@ class Engine:
         self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
         self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
         self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
-        policy.setup(
+        self._call(
+            "setup",
+            policy.setup,
             RunContext(
                 cluster=cluster,
                 slot_seconds=self.slot_seconds,
@@ -172,14 +175,15 @@ class Engine:
                 seed=seed,
                 runtime=runtime,
                 catalogue=tuple(j.public() for j in catalogue),
-            )
+            ),
         )
 
     # Submission -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> None:
         """Queue a job; it arrives at ``max(job.arrival_slot, current slot)``."""
-        if job.job_id in self.records or any(a.job_id == job.job_id for a in self._arrivals):
+        if job.job_id in self.records or job.job_id in self._pending_ids:
             raise SpecError("job_id", job.job_id, "a job id not used before")
+        self._pending_ids.add(job.job_id)
         if self._arrivals and job.arrival_slot < self._arrivals[-1].arrival_slot:
             ordered = sorted([*self._arrivals, job], key=lambda j: j.arrival_slot)
             self._arrivals = deque(ordered)
@@ -287,6 +291,7 @@ class Engine:
         n = 0
         while self._arrivals and self._arrivals[0].arrival_slot <= t:
             job = self._arrivals.popleft()
+            self._pending_ids.discard(job.job_id)
             n += 1
             record = JobRecord(job)
             self.records[job.job_id] = record

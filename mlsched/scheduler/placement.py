@@ -140,7 +140,8 @@ def pack(
     placement = _place(job, n_workers, 0, ledger, w_servers, p_servers, False, worker_type, ps_type)
     if placement is None or not job.uses_ps:
         return placement
-    used = [s for s, _ in placement.workers]
+    # PSs next to the job's workers first (co-location), where those servers host PSs.
+    used = [s for s, _ in placement.workers if s in p_servers]
     p_servers = used + [s for s in p_servers if s not in used]
     ps = _place(job, 0, n_ps, ledger, w_servers, p_servers, False, worker_type, ps_type)
     if ps is None:

@@ -17,6 +17,7 @@ import numpy as np
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
+from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -36,10 +37,11 @@ class TruthConfig:
 
     def __post_init__(self) -> None:
         for name in ("compute_scale", "comm_scale"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"truth {name} must be > 0, got {getattr(self, name)}")
-        if self.noise < 0 or self.restart_s < 0:
-            raise ValueError("truth noise and restart_s must be >= 0")
+            if not getattr(self, name) > 0:
+                raise SpecError(f"truth.{name}", getattr(self, name), "a number > 0")
+        for name in ("noise", "restart_s"):
+            if not getattr(self, name) >= 0:
+                raise SpecError(f"truth.{name}", getattr(self, name), "a number >= 0")
 
 
 class SimulatedExecutor(Executor):

@@ -1,0 +1,8 @@
+"""``python -m mlsched``: the same as the ``mlsched`` command."""
+
+from mlsched.cli import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,384 @@
+"""The ``mlsched`` command: parse -> config -> run, so tests call :func:`main` with a list.
+
+Subcommands: ``simulate`` (one policy on one workload), ``policies``, ``workloads`` and
+``experiments`` (what is registered), ``experiment NAME`` (a named comparison with
+``results.json`` and plots) and ``demo`` (a few-second simulated comparison; the
+real-cluster demo comes later). Bad input (unknown names, bad files, bad values) prints
+one line naming the problem and exits with status 2; a failing policy exits with 1.
+Options that read ``MLSCHED_<NAME>`` take a flag over the environment over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlsched.core.errors import PolicyError, SpecError
+from mlsched.scheduler.registry import available
+from mlsched.testbed.experiments import experiments, run_experiment
+from mlsched.testbed.experiments.base import ProgressFactory, no_progress
+from mlsched.testbed.experiments.runner import (
+    SimulationConfig,
+    baseline_policies,
+    check_policies,
+    compare,
+    simulate,
+)
+from mlsched.testbed.metrics import job_rows, summarize
+from mlsched.testbed.report import (
+    experiment_report,
+    run_footer,
+    run_header,
+    summary_table,
+    write_run,
+)
+from mlsched.testbed.simulator import TruthConfig
+from mlsched.testbed.workloads import builtin_workloads, load_workload
+
+__all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
+
+log = logging.getLogger(__name__)
+
+
+class EnvDefault(argparse.Action):
+    """An option whose default comes from ``MLSCHED_<DEST>`` when that is set.
+
+    Example: ``MLSCHED_SEED=3 mlsched simulate ...`` runs with seed 3 unless ``--seed`` is
+    given; ``MLSCHED_LOG_LEVEL=debug`` turns on debug logging. argparse applies the
+    option's ``type`` to the environment's string.
+    """
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        default: Any = None,
+        required: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        env_name = f"MLSCHED_{dest.upper()}"
+        default = os.environ.get(env_name, default)
+        if default is not None:
+            required = False
+        help_text = kwargs.pop("help", "") or ""
+        kwargs["help"] = f"{help_text} (env {env_name})".strip()
+        super().__init__(option_strings, dest, default=default, required=required, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _nonneg_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+# (flags, type, default, help) of the workload and simulated-truth options.
+_WORKLOAD_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
+    (("--jobs",), _positive_int, None, "number of jobs (a file keeps its first N)"),
+    (("--horizon",), _positive_int, None, "horizon in slots"),
+    (("--slot-seconds",), _positive_float, None, "slot length in seconds"),
+    (("--cluster",), str, None, "cluster file (YAML/JSON) for a CSV trace"),
+)
+_TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
+    (("--truth-compute-scale",), _positive_float, 1.0, "true / spec compute time"),
+    (("--truth-comm-scale",), _positive_float, 1.0, "true / nominal communication time"),
+    (("--truth-noise",), _nonneg_float, 0.0, "log-normal sigma of iteration-time noise"),
+    (("--restart-s",), _nonneg_float, 0.0, "seconds lost per checkpoint + restart"),
+)
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
+    )
+    levels = ["debug", "info", "warning", "error"]
+    parser.add_argument("--log-level", default="warning", action=EnvDefault, choices=levels)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("simulate", help="run one policy on one workload in the simulator")
+    p.add_argument("--workload", required=True, help="built-in workload name or a file")
+    p.add_argument("--policy", required=True, help="registered policy (mlsched policies)")
+    p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
+    for flags, kind, default, text in _WORKLOAD_ARGS:
+        p.add_argument(*flags, type=kind, default=default, help=text)
+    p.add_argument(
+        "-W",
+        "--workload-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="generator option, e.g. -W servers=10 (repeatable; values are YAML scalars)",
+    )
+    g = p.add_argument_group("simulated truth (how reality departs from the job specs)")
+    for flags, kind, default, text in _TRUTH_ARGS:
+        g.add_argument(*flags, type=kind, default=default, help=text)
+    p.add_argument("--out", type=Path, help="directory for summary.json and jobs.csv")
+
+    sub.add_parser("policies", help="list the registered policies")
+    sub.add_parser("workloads", help="list the built-in workloads")
+    sub.add_parser("experiments", help="list the registered experiments")
+
+    p = sub.add_parser("experiment", help="run a named comparison (results.json + plots)")
+    p.add_argument("name", help="experiment name (mlsched experiments)")
+    p.add_argument("--out", type=Path, help="output directory (default results/NAME)")
+    p.add_argument("--seeds", type=_positive_int, help="number of seeds (default 3)")
+    p.add_argument(
+        "--scale",
+        default="default",
+        choices=["smoke", "default", "paper"],
+        help="default: about a minute; paper: the spec's full size; smoke: for CI",
+    )
+
+    p = sub.add_parser(
+        "demo",
+        help="a few-second simulated comparison on the demo workload",
+        description="Simulate the baseline policies on the built-in demo workload and "
+        "print what each did. (The real-cluster demo comes later.)",
+    )
+    p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
+    p.add_argument("--policy", action="append", default=[], help="policy (repeatable)")
+    return parser
+
+
+# Config ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Config:
+    """What one invocation does, independent of argparse (tests may build it directly)."""
+
+    command: str
+    workload: str = ""
+    policies: tuple[str, ...] = ()
+    seed: int = 0
+    jobs: int | None = None
+    horizon: int | None = None
+    slot_seconds: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    truth: TruthConfig = field(default_factory=TruthConfig)
+    out: Path | None = None
+    experiment: str = ""
+    seeds: int | None = None
+    scale: str = "default"
+    progress: bool = False
+
+
+def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SpecError("--workload-option", pair, "KEY=VALUE, e.g. servers=10")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise SpecError(f"--workload-option {key}", value, "a YAML scalar") from None
+    if cluster is not None:
+        out["cluster"] = cluster
+    return out
+
+
+def _progress_enabled() -> bool:
+    """Progress bars only for a person watching: stderr is a terminal and not CI."""
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    cmd = args.command
+    if cmd == "simulate":
+        truth = TruthConfig(
+            compute_scale=args.truth_compute_scale,
+            comm_scale=args.truth_comm_scale,
+            noise=args.truth_noise,
+            restart_s=args.restart_s,
+        )
+        return Config(
+            cmd,
+            workload=args.workload,
+            policies=(args.policy,),
+            seed=args.seed,
+            jobs=args.jobs,
+            horizon=args.horizon,
+            slot_seconds=args.slot_seconds,
+            options=_options(args.workload_option, args.cluster),
+            truth=truth,
+            out=args.out,
+            progress=_progress_enabled(),
+        )
+    if cmd == "experiment":
+        out = args.out or Path("results") / args.name
+        return Config(
+            cmd,
+            experiment=args.name,
+            out=out,
+            seeds=args.seeds,
+            scale=args.scale,
+            progress=_progress_enabled(),
+        )
+    if cmd == "demo":
+        return Config(cmd, policies=tuple(args.policy), seed=args.seed)
+    return Config(cmd)
+
+
+# Run ------------------------------------------------------------------------------------
+def run(config: Config) -> int:
+    handler: dict[str, Callable[[Config], int]] = {
+        "simulate": _simulate,
+        "policies": lambda c: _print_names(available()),
+        "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE),
+        "experiments": lambda c: _print_names(experiments()),
+        "experiment": _experiment,
+        "demo": _demo,
+    }
+    return handler[config.command](config)
+
+
+_FILES_NOTE = "(or a workload file: .yaml, .json, or .csv with --cluster; docs/workloads.md)"
+
+
+def _print_names(names: dict[str, str], note: str = "") -> int:
+    width = max((len(n) for n in names), default=0)
+    for name, description in names.items():
+        print(f"{name.ljust(width)}  {description}")
+    if note:
+        print(note)
+    return 0
+
+
+@contextmanager
+def _tqdm(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, leave=False, file=sys.stderr) as bar:
+
+        def advance(n: int = 1) -> None:
+            bar.update(n)
+
+        yield advance
+
+
+def _progress(config: Config) -> ProgressFactory:
+    return _tqdm if config.progress else no_progress
+
+
+def _simulate(config: Config) -> int:
+    check_policies(config.policies)
+    workload = load_workload(
+        config.workload,
+        seed=config.seed,
+        jobs=config.jobs,
+        horizon=config.horizon,
+        slot_seconds=config.slot_seconds,
+        options=config.options,
+    )
+    policy = config.policies[0]
+    print(run_header(workload, config.seed))
+    sim = SimulationConfig(policy, seed=config.seed, truth=config.truth)
+    with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
+        result = simulate(workload, sim, progress=lambda slot: advance(1))
+    summary = summarize(result)
+    print(summary_table([summary]))
+    print(run_footer(summary))
+    if config.out is not None:
+        paths = write_run(
+            config.out,
+            summary,
+            job_rows(result),
+            workload=workload,
+            seed=config.seed,
+            truth=asdict(config.truth),
+        )
+        print(f"wrote {paths[0]} and {paths[1]}")
+    return 0
+
+
+def _experiment(config: Config) -> int:
+    out = config.out or Path("results") / config.experiment
+    results = run_experiment(
+        config.experiment,
+        out_dir=out,
+        scale=config.scale,
+        seeds=config.seeds,
+        progress=_progress(config),
+    )
+    print(experiment_report(results))
+    for failure in results.get("failures", []):
+        print(f"warning: {failure['policy']} failed: {failure['error']}", file=sys.stderr)
+    print(f"wrote {out / 'results.json'} and {len(results.get('plots', []))} plots")
+    return 0
+
+
+def _demo(config: Config) -> int:
+    """A short simulated comparison on the ``demo`` workload. The real-cluster demo (a
+    controller and agents training for real, ``make demo``) comes later."""
+    policies = list(config.policies) or baseline_policies()
+    check_policies(policies)
+    workload = load_workload("demo", seed=config.seed)
+    print(f"demo: {workload.description}")
+    summaries, failures = compare(workload, policies, seed=config.seed)
+    print(summary_table(summaries))
+    for failure in failures:
+        print(f"warning: {failure.policy} failed: {failure.error}", file=sys.stderr)
+    return 0 if summaries else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mlsched`` console script; returns the exit status."""
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse's own usage errors (2) and --help (0)
+        return exc.code if isinstance(exc.code, int) else 2
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return run(config_from_args(args))
+    except SpecError as err:
+        print(f"mlsched: error: {err}", file=sys.stderr)
+        return 2
+    except PolicyError as err:
+        print(f"mlsched: policy error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"mlsched: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mlsched: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,157 @@
+"""Run one policy on one workload in the simulator: the step every command and experiment
+shares, so they all build the engine the same way.
+
+The engine's runtime model starts from the job specs; the simulator's truth may depart
+from them (:class:`TruthConfig`), and the engine learns the difference from measurements.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlsched.controller.engine import Engine, RunResult
+from mlsched.core.errors import SpecError
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.registry import available, create, registered
+from mlsched.testbed.metrics import Summary, summarize
+from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
+from mlsched.testbed.workloads.base import Workload
+
+__all__ = [
+    "Failure",
+    "SimulationConfig",
+    "baseline_policies",
+    "check_policies",
+    "compare",
+    "simulate",
+    "try_simulate",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """What besides the workload determines a simulated run (same config, same result)."""
+
+    policy: str
+    seed: int = 0
+    truth: TruthConfig = field(default_factory=TruthConfig)
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    stall_slots: int = 200
+
+
+def simulate(
+    workload: Workload, config: SimulationConfig, *, progress: Callable[[int], None] | None = None
+) -> RunResult:
+    """Run ``config.policy`` on ``workload`` until every job is final or the horizon ends.
+
+    Unknown policies and bad options raise ValueError; a policy bug raises PolicyError.
+    ``progress`` is called with the slot number after each slot.
+    """
+    policy = create(config.policy, **config.policy_options)
+    runtime = RuntimeEstimator(workload.cluster, workload.runtime)
+    executor = SimulatedExecutor(
+        workload.cluster,
+        workload.slot_seconds,
+        truth=config.truth,
+        families=workload.runtime,
+        seed=config.seed,
+    )
+    engine = Engine(
+        workload.cluster,
+        policy,
+        executor,
+        runtime,
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        seed=config.seed,
+        catalogue=workload.jobs,
+        stall_slots=config.stall_slots,
+    )
+    engine.submit_all(workload.jobs)
+    log.info(
+        "[simulate] %s on %s: %d jobs, %d servers, horizon %s",
+        config.policy,
+        workload.name,
+        len(workload.jobs),
+        len(workload.cluster),
+        workload.horizon_slots,
+    )
+    try:
+        return engine.run(progress=progress)
+    finally:
+        executor.close()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run that did not finish: the policy raised (a PolicyError is a policy bug)."""
+
+    policy: str
+    seed: int
+    error: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "seed": self.seed, "error": self.error, **self.context}
+
+
+def try_simulate(
+    workload: Workload,
+    config: SimulationConfig,
+    *,
+    context: dict[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult | Failure:
+    """:func:`simulate`, but a policy that fails (cannot be built, or raises during the
+    run) gives a :class:`Failure` and a warning instead of ending a whole comparison."""
+    try:
+        return simulate(workload, config, progress=progress)
+    except Exception as err:  # any policy bug: record it, keep comparing the others
+        log.warning(
+            "[simulate] policy %s failed on %s (seed %d): %s",
+            config.policy,
+            workload.name,
+            config.seed,
+            err,
+        )
+        return Failure(
+            config.policy, config.seed, f"{type(err).__name__}: {err}", dict(context or {})
+        )
+
+
+def compare(
+    workload: Workload, policies: Sequence[str], *, seed: int = 0, truth: TruthConfig | None = None
+) -> tuple[list[Summary], list[Failure]]:
+    """Run each policy on the same workload; failures are collected, not raised."""
+    summaries: list[Summary] = []
+    failures: list[Failure] = []
+    for name in policies:
+        config = SimulationConfig(name, seed=seed, truth=truth or TruthConfig())
+        outcome = try_simulate(workload, config)
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+        else:
+            summaries.append(summarize(outcome))
+    return summaries, failures
+
+
+def check_policies(names: Sequence[str]) -> None:
+    """SpecError naming the first name that is not a registered policy."""
+    known = available()
+    for name in names:
+        if name not in known:
+            raise SpecError("policy", name, f"a registered policy: {', '.join(known)}")
+
+
+def baseline_policies() -> list[str]:
+    """The registered policies that live in :mod:`mlsched.scheduler.baselines`."""
+    return [
+        name
+        for name, cls in registered().items()
+        if cls.__module__.startswith("mlsched.scheduler.baselines")
+    ]

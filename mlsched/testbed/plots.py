@@ -1,0 +1,93 @@
+"""PNG plots for experiments, drawn with matplotlib's Agg canvas.
+
+Figures are built on :class:`matplotlib.figure.Figure` with an Agg canvas rather than
+through ``pyplot``, so plotting needs no display, keeps no global figure state and never
+switches the process-wide backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["plot_bars", "plot_cdf", "plot_lines"]
+
+
+def _figure() -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(6.4, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def plot_lines(
+    path: str | Path,
+    x: Sequence[float],
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """One line per series with error bars: ``series[name] = (means, stds)`` over ``x``
+    (NaN means a missing point)."""
+    fig, ax = _figure()
+    for name, (mean, std) in series.items():
+        ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend()
+    return _save(fig, Path(path))
+
+
+def plot_cdf(
+    path: str | Path, samples: Mapping[str, Sequence[float]], *, xlabel: str, title: str
+) -> Path:
+    """Empirical CDF per series; an empty series is listed in the legend as "(none)"."""
+    fig, ax = _figure()
+    for name, values in samples.items():
+        data = np.sort(np.asarray(values, dtype=float))
+        if data.size == 0:
+            ax.plot([], [], label=f"{name} (none)")
+            continue
+        y = np.arange(1, data.size + 1) / data.size
+        ax.step(data, y, where="post", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of completed jobs")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if samples:
+        ax.legend()
+    return _save(fig, Path(path))
+
+
+def plot_bars(
+    path: str | Path, values: Mapping[str, tuple[float, float]], *, ylabel: str, title: str
+) -> Path:
+    """One bar per name with its error bar: ``values[name] = (mean, std)``."""
+    fig, ax = _figure()
+    names = list(values)
+    means = [values[n][0] for n in names]
+    stds = [values[n][1] for n in names]
+    ax.bar(range(len(names)), means, yerr=stds, capsize=4)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _save(fig, Path(path))

@@ -1,0 +1,11 @@
+"""Workloads by name (built-in generators) or from files; importing registers the built-ins."""
+
+from mlsched.testbed.workloads import demo, oasis
+from mlsched.testbed.workloads.base import (
+    Workload,
+    builtin_workloads,
+    load_workload,
+    register_workload,
+)
+
+__all__ = ["Workload", "builtin_workloads", "demo", "load_workload", "oasis", "register_workload"]

@@ -1,0 +1,188 @@
+"""The mlsched command, called in-process through main([...])."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlsched.cli import main
+from mlsched.testbed.workloads import load_workload
+from mlsched.testbed.workloads.trace import save_workload
+
+_SMALL = ["--workload", "oasis-paper", "--jobs", "10", "--horizon", "30", "-W", "servers=4"]
+_REQUIRED_SUMMARY = {
+    "policy",
+    "workload",
+    "seed",
+    "jobs",
+    "admitted",
+    "completed",
+    "total_utility",
+    "avg_jct",
+    "p99_jct",
+    "makespan",
+    "utilization",
+    "wall_seconds",
+}
+
+
+def test_policies_lists_fifo(capsys):
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("fifo"))
+    assert "first-in first-out" in line
+
+
+def test_workloads_and_experiments_lists(capsys):
+    assert main(["workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "oasis-paper" in out and "demo" in out
+    assert main(["experiments"]) == 0
+    assert "baselines" in capsys.readouterr().out
+
+
+def test_simulate_writes_summary_and_jobs(tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", *_SMALL, "--policy", "fifo", "--seed", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fifo" in printed and "total utility" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) >= _REQUIRED_SUMMARY
+    assert summary["policy"] == "fifo" and summary["workload"] == "oasis-paper"
+    assert summary["seed"] == 2 and summary["jobs"] == 10
+    with (out / "jobs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 10
+    assert {
+        "job_id",
+        "arrival_slot",
+        "state",
+        "admitted",
+        "completion_slot",
+        "completion_time_s",
+        "jct_s",
+        "utility",
+        "progress",
+        "restarts",
+        "price",
+    } <= set(rows[0])
+
+
+def test_simulate_is_deterministic(tmp_path: Path):
+    for name in ("a", "b"):
+        assert (
+            main(
+                [
+                    "simulate",
+                    "--workload",
+                    "demo",
+                    "--policy",
+                    "fifo",
+                    "--truth-noise",
+                    "0.1",
+                    "--truth-compute-scale",
+                    "1.3",
+                    "--restart-s",
+                    "5",
+                    "--out",
+                    str(tmp_path / name),
+                ]
+            )
+            == 0
+        )
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    for key in ("total_utility", "completed", "avg_jct", "makespan"):
+        assert a[key] == b[key]
+    assert a["truth"]["compute_scale"] == 1.3
+    assert a["metrics"]["model_error"] > 0  # the truth departs from the specs
+
+
+def test_simulate_a_workload_file(tmp_path: Path, capsys):
+    path = save_workload(load_workload("demo"), tmp_path / "demo.yaml")
+    assert main(["simulate", "--workload", str(path), "--policy", "fifo", "--jobs", "4"]) == 0
+    assert "4 jobs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["simulate", "--workload", "demo", "--policy", "no-such-policy"], "no-such-policy"),
+        (["simulate", "--workload", "no-such-workload", "--policy", "fifo"], "no-such-workload"),
+        (["simulate", "--workload", "demo", "--policy", "fifo", "-W", "bogus=1"], "bogus"),
+        (["simulate", "--workload", "demo", "--policy", "fifo", "-W", "novalue"], "KEY=VALUE"),
+        (["experiment", "no-such-experiment"], "no-such-experiment"),
+        (["demo", "--policy", "no-such-policy"], "no-such-policy"),
+    ],
+    ids=["policy", "workload", "option", "option-syntax", "experiment", "demo-policy"],
+)
+def test_unknown_names_exit_2_with_one_line(argv: list[str], needle: str, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and err.startswith("mlsched: error:")
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_bad_file_names_file_and_field(tmp_path: Path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": {"servers": [{"name": "s", "capacity": {"cpu": 4}}]},
+                "jobs": [{"job_id": "a", "epochs": -1}],
+            }
+        )
+    )
+    assert main(["simulate", "--workload", str(path), "--policy", "fifo"]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "jobs[0].epochs" in err and "Traceback" not in err
+
+
+def test_bad_csv_row_names_the_row(tmp_path: Path, capsys):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"servers": [{"name": "s", "capacity": {"cpu": 4}}]}))
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,worker.cpu\na,1\nb,lots\n")
+    assert (
+        main(["simulate", "--workload", str(trace), "--policy", "fifo", "--cluster", str(cluster)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "row 2" in err and "worker.cpu" in err
+
+
+def test_argparse_errors_return_2(capsys):
+    assert main(["simulate", "--workload", "demo"]) == 2
+    assert (
+        main(["simulate", "--workload", "demo", "--policy", "fifo", "--truth-compute-scale", "0"])
+        == 2
+    )
+    assert main([]) == 2
+    capsys.readouterr()
+
+
+def test_demo_prints_a_table(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("policy"))
+    for column in ("admitted", "completed", "total utility", "avg JCT", "p99 JCT", "wall"):
+        assert column in header
+    assert any(line.startswith("fifo") for line in lines)
+
+
+def test_env_default_for_seed(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("MLSCHED_SEED", "5")
+    assert main(["simulate", *_SMALL, "--policy", "fifo", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["seed"] == 5
+
+
+def test_progress_is_off_in_ci(monkeypatch):
+    from mlsched import cli
+
+    monkeypatch.setenv("CI", "1")
+    assert cli._progress_enabled() is False

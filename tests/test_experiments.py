@@ -1,0 +1,120 @@
+"""The experiment framework and the baselines experiment at its smoke scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlsched.cli import main
+from mlsched.core.errors import SpecError
+from mlsched.testbed.experiments import base as exp_base
+from mlsched.testbed.experiments import baselines as exp_baselines
+from mlsched.testbed.experiments import experiments, register_experiment, run_experiment
+
+_REQUIRED = {"experiment", "seeds", "scale", "wall_seconds", "summary", "checks"}
+
+
+def test_baselines_via_cli_writes_results_and_plots(tmp_path: Path, capsys):
+    out = tmp_path / "baselines"
+    assert (
+        main(["experiment", "baselines", "--seeds", "1", "--scale", "smoke", "--out", str(out)])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "PASS" in printed or "FAIL" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert set(results) >= _REQUIRED
+    assert results["experiment"] == "baselines" and results["seeds"] == 1
+    assert results["scale"] == "smoke"
+    assert "fifo" in results["summary"]
+    assert "total_utility" in results["summary"]["fifo"]
+    assert results["checks"] and all(
+        {"name", "passed", "detail"} <= set(c) for c in results["checks"]
+    )
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert {"utility_vs_jobs.png", "jct_cdf.png"} <= set(pngs)
+    assert all((out / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
+    sweep = results["sweep"]
+    assert sweep["values"] == list(exp_baselines.SCALE_SETTINGS["smoke"].jobs)
+    assert len(sweep["metrics"]["total_utility"]["fifo"]["mean"]) == len(sweep["values"])
+
+
+def test_a_failing_policy_is_recorded_and_skipped(tmp_path: Path, monkeypatch):
+    def fake_available() -> dict[str, str]:
+        return {"fifo": "fifo", "no-such-policy": "fails to build"}
+
+    monkeypatch.setattr(exp_baselines, "available", fake_available)
+    results = run_experiment("baselines", out_dir=tmp_path, scale="smoke", seeds=1)
+    assert "fifo" in results["summary"] and "no-such-policy" not in results["summary"]
+    assert results["failures"] and results["failures"][0]["policy"] == "no-such-policy"
+    check = next(c for c in results["checks"] if "without error" in c["name"])
+    assert check["passed"] is False
+
+
+def test_registry_runs_a_new_experiment(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(exp_base, "_REGISTRY", dict(exp_base._REGISTRY))
+    calls: list[dict[str, Any]] = []
+
+    @register_experiment("toy", "a toy experiment for the test")
+    def toy(*, scale: str, seeds: int, out_dir: Path, progress: Any) -> dict[str, Any]:
+        calls.append({"scale": scale, "seeds": seeds})
+        with progress(2, "toy") as advance:
+            advance(1)
+            advance(1)
+        return {
+            "summary": {"p": {"x": float("nan")}},
+            "checks": [exp_base.Check("ok", True, "fine").to_dict()],
+        }
+
+    assert "toy" in experiments()
+    results = run_experiment("toy", out_dir=tmp_path, scale="paper")
+    assert calls == [{"scale": "paper", "seeds": 3}]
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["summary"] == {"p": {"x": None}}  # NaN written as null
+    assert set(on_disk) >= _REQUIRED and results["experiment"] == "toy"
+    with pytest.raises(ValueError, match="already registered"):
+        register_experiment("toy", "another")(lambda **kw: {})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"), [({"scale": "huge"}, "scale"), ({"seeds": 0}, "seeds")]
+)
+def test_run_experiment_rejects_bad_arguments(tmp_path: Path, kwargs: dict, field: str):
+    with pytest.raises(SpecError) as err:
+        run_experiment("baselines", out_dir=tmp_path, **kwargs)
+    assert err.value.field == field
+
+
+def test_mean_summary_averages_over_runs():
+    from mlsched.testbed.metrics import Summary
+
+    def s(u: float, jct: float | None) -> Summary:
+        return Summary(
+            "p",
+            2,
+            2,
+            1,
+            0,
+            1.0,
+            0.5,
+            u,
+            jct,
+            jct,
+            jct,
+            None,
+            None,
+            None,
+            0.0,
+            0.0,
+            0.0,
+            0,
+            {"cpu": u / 10},
+        )
+
+    mean = exp_base.mean_summary([s(2.0, 10.0), s(4.0, None)])
+    assert mean["total_utility"] == 3.0 and mean["avg_jct_s"] == 10.0
+    assert mean["avg_jct_slots"] is None and mean["utilization"] == {"cpu": pytest.approx(0.3)}
+    assert mean["runs"] == 2

@@ -43,6 +43,8 @@ from mlsched.testbed.report import (
 )
 from mlsched.testbed.simulator import TruthConfig
 from mlsched.testbed.workloads import builtin_workloads, load_workload
+from mlsched.trainers.cli import add_train_parser, run_train, train_config
+from mlsched.trainers.config import TrainConfig
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -175,6 +177,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
     p.add_argument("--policy", action="append", default=[], help="policy (repeatable)")
+    add_train_parser(sub)
     return parser
 
 
@@ -197,6 +200,7 @@ class Config:
     seeds: int | None = None
     scale: str = "default"
     progress: bool = False
+    train: TrainConfig | None = None
 
 
 def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
@@ -253,6 +257,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         )
     if cmd == "demo":
         return Config(cmd, policies=tuple(args.policy), seed=args.seed)
+    if cmd == "train":
+        return Config(cmd, train=train_config(args))
     return Config(cmd)
 
 
@@ -265,6 +271,7 @@ def run(config: Config) -> int:
         "experiments": lambda c: _print_names(experiments()),
         "experiment": _experiment,
         "demo": _demo,
+        "train": lambda c: run_train(c.train) if c.train else 2,
     }
     return handler[config.command](config)
 

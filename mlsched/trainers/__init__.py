@@ -1,0 +1,3 @@
+"""Real trainers: models, datasets and the processes that train them under the scheduler."""
+
+__all__: list[str] = []

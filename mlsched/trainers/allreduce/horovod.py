@@ -1,0 +1,110 @@
+"""Ring-all-reduce training with Horovod (used when ``horovod.torch`` imports).
+
+Launched by ``horovodrun -np W ... python -m mlsched.trainers --arch allreduce --backend
+horovod ...``. Gradients are averaged with one grouped all-reduce after the backward pass,
+timed as ``comm_time`` (additive, like the DDP trainer's default).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from mlsched.trainers.checkpoint import load_latest, save
+from mlsched.trainers.common import StopFlag, Trainee, momentum_by_name, restore, sgd, snapshot
+from mlsched.trainers.config import TrainConfig
+from mlsched.trainers.metrics import IterationStats, MetricsSink
+
+__all__ = ["horovod_available", "run_horovod"]
+
+log = logging.getLogger(__name__)
+
+
+def horovod_available() -> bool:
+    try:
+        import horovod.torch  # noqa: F401
+    except Exception:  # ImportError, or a build without the torch extension
+        return False
+    return True
+
+
+def run_horovod(
+    cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink, stats: IterationStats
+) -> int:
+    import horovod.torch as hvd
+
+    hvd_mod: Any = hvd
+    rank, world = hvd_mod.rank(), hvd_mod.size()
+    model = trainee.model
+    opt = sgd(cfg, model.parameters())
+    state = load_latest(cfg.checkpoint_dir)
+    start, cursor = 0, 0
+    if state is not None:
+        restore(model, state, opt, cfg)
+        start, cursor = state.step, state.data_cursor
+    hvd_mod.broadcast_parameters(model.state_dict(), root_rank=0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grad_bytes = sum(p.numel() for p in params) * 4
+    ring_bytes = 2.0 * grad_bytes * (world - 1) / world
+    sink.emit({"type": "event", "event": "start", "step": start, "world": world})
+    step = start
+    while step < cfg.stop_step:
+        t0 = time.perf_counter()
+        flag = hvd_mod.allreduce(torch.tensor([1.0 if stop else 0.0]), op=hvd_mod.Max, name="stop")
+        t_flag = time.perf_counter() - t0
+        if float(flag[0]) > 0:
+            if not stop:
+                stop.set("requested by a peer")
+            break
+        t1 = time.perf_counter()
+        model.train()
+        x, y = trainee.batch(cursor + (step - start) * world + rank, cfg.batch_size)
+        opt.zero_grad(set_to_none=True)
+        loss = trainee.loss_fn(model(x), y)
+        loss.backward()
+        if trainee.device.type == "cuda":
+            torch.cuda.synchronize(trainee.device)
+        t2 = time.perf_counter()
+        grads = [p.grad for p in params if p.grad is not None]
+        reduced = hvd_mod.grouped_allreduce(grads, op=hvd_mod.Average, name="grads")
+        for g, r in zip(grads, reduced, strict=True):
+            g.copy_(r)
+        t3 = time.perf_counter()
+        opt.step()
+        loss_value = float(loss.detach())
+        t4 = time.perf_counter()
+        compute, comm = (t2 - t1) + (t4 - t3), (t3 - t2) + t_flag
+        stats.add(compute, comm, ring_bytes, ring_bytes, loss_value)
+        sink.emit(
+            {
+                "type": "iter",
+                "step": step,
+                "compute_time": compute,
+                "comm_time": comm,
+                "bytes_sent": ring_bytes,
+                "bytes_recv": ring_bytes,
+                "loss": loss_value,
+                "batch": cfg.batch_size,
+                "t": time.time(),
+            }
+        )
+        step += 1
+    if rank == 0:
+        save(
+            cfg.checkpoint_dir,
+            snapshot(
+                cfg,
+                model,
+                momentum_by_name(model, opt),
+                step,
+                cursor + (step - start) * world,
+                {"world_size": world, "backend": "horovod"},
+            ),
+            keep=cfg.checkpoint_keep,
+        )
+        sink.emit({"type": "event", "event": "checkpoint", "step": step})
+    hvd_mod.allreduce(torch.zeros(1), name="done")  # nobody exits before the checkpoint
+    return step

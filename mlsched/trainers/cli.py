@@ -1,0 +1,100 @@
+"""``mlsched train``: start a whole training job on this machine and summarise it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mlsched.trainers.config import TrainConfig
+
+__all__ = ["add_train_parser", "run_train", "train_config"]
+
+
+def add_train_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="run a PS or all-reduce training job locally (resumes from --checkpoint-dir)",
+        description="Start the whole job on this machine (torchrun for DDP, horovodrun for "
+        "Horovod, the PS processes for PS), wait, and print a summary. Run again with the "
+        "same --checkpoint-dir, a larger --stop-step and other --workers/--ps: it resumes.",
+    )
+    p.add_argument("--model", required=True, help="model name (resnet20, vgg11-narrow, ...)")
+    p.add_argument("--arch", required=True, choices=["ps", "allreduce"])
+    p.add_argument("--mode", default="async", choices=["async", "sync"], help="PS mode")
+    p.add_argument("--workers", type=int, required=True, help="workers / ranks")
+    p.add_argument("--ps", type=int, default=1, help="parameter servers (PS jobs)")
+    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument("--stop-step", type=int, required=True, help="global step to stop at")
+    p.add_argument("--checkpoint-dir", required=True)
+    p.add_argument("--metrics", default="", help="JSON-lines file (default CKPT/metrics.jsonl)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--dataset", default="synthetic", choices=["synthetic", "cifar10", "folder"])
+    p.add_argument("--data-path", default=None)
+    p.add_argument("--num-samples", type=int, default=50_000)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    p.add_argument("--timeout", type=float, default=60.0, help="communication timeout (s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overlap", action="store_true", help="DDP: overlap all-reduce (unmeasured)")
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(
+        model=args.model,
+        arch=args.arch,
+        mode=args.mode,
+        num_workers=args.workers,
+        num_ps=args.ps if args.arch == "ps" else 0,
+        backend=args.backend,
+        rendezvous="127.0.0.1:0",
+        stop_step=args.stop_step,
+        checkpoint_dir=args.checkpoint_dir,
+        metrics=args.metrics,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        dataset=args.dataset,
+        data_path=args.data_path,
+        num_samples=args.num_samples,
+        image_size=args.image_size,
+        threads=args.threads,
+        device=args.device,
+        timeout_s=args.timeout,
+        seed=args.seed,
+        overlap=args.overlap,
+        job_id="train",
+    )
+
+
+def run_train(cfg: TrainConfig) -> int:
+    from mlsched.trainers.launch import launch
+
+    outcome = launch(cfg)
+    s = outcome.summary
+    layout = (
+        f"{cfg.num_workers} workers + {cfg.num_ps} PS ({cfg.mode})"
+        if cfg.arch == "ps"
+        else f"{cfg.num_workers} ranks ({cfg.backend.value})"
+    )
+    print(f"{cfg.model} {cfg.arch}: {layout}, batch {cfg.batch_size}, wall {outcome.wall_s:.1f}s")
+    if "compute_time_mean" in s:
+        total = s["compute_time_mean"] + s["comm_time_mean"]
+        share = s["comm_time_mean"] / total if total > 0 else 0.0
+        print(
+            f"  steps {s.get('first_step', 0)}..{s.get('last_step', 0)} "
+            f"(final step {s['final_step']}), {s['iterations']} iterations measured"
+        )
+        print(
+            f"  samples/s {s['samples_per_s']:.1f}; per iteration: compute "
+            f"{1e3 * s['compute_time_mean']:.1f} ms, communication "
+            f"{1e3 * s['comm_time_mean']:.1f} ms ({100 * share:.0f}%)"
+        )
+        print(f"  loss {s['first_loss']:.4f} -> {s['final_loss']:.4f}")
+    else:
+        print(f"  no iterations ran (final step {s.get('final_step', 0)})")
+    for err in s.get("errors", []):
+        print(f"  error: {err}", file=sys.stderr)
+    print(f"  checkpoint: {cfg.checkpoint_dir}; metrics: {cfg.metrics or 'CKPT/metrics.jsonl'}")
+    return 0 if outcome.ok else 1

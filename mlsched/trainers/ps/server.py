@@ -1,0 +1,185 @@
+"""A parameter server: owns one flat shard of the parameters and its SGD state.
+
+async (spec 001): apply each worker's gradient as it arrives and reply with the updated shard;
+PS 0 also hands out tickets (global steps) until the stop step (see :mod:`.protocol`).
+sync (specs 000/002): each round, wait for every worker's gradient, apply their mean, reply
+to all. Both end when every worker has said goodbye; then the shards, the momentum and
+worker 0's buffers (batch-norm statistics) are gathered on PS 0, which writes the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+import torch.distributed as dist
+
+from mlsched.trainers.checkpoint import load_latest, save
+from mlsched.trainers.common import StopFlag, Trainee, sgd, snapshot
+from mlsched.trainers.config import TrainConfig
+from mlsched.trainers.metrics import MetricsSink
+from mlsched.trainers.ps.layout import FlatLayout
+from mlsched.trainers.ps.protocol import GOODBYE, HEADER, TAG_GATHER, TAG_PROTOCOL, make_message
+
+__all__ = ["run_ps"]
+
+log = logging.getLogger(__name__)
+
+
+class _Shard:
+    def __init__(self, cfg: TrainConfig, trainee: Trainee, layout: FlatLayout) -> None:
+        self.lo, self.hi = layout.bounds(cfg.rank)
+        state = load_latest(cfg.checkpoint_dir)
+        source: dict[str, torch.Tensor] = (
+            state.model if state is not None else dict(trainee.model.named_parameters())
+        )
+        self.start = state.step if state is not None else 0
+        self.cursor = state.data_cursor if state is not None else 0
+        self.param = torch.nn.Parameter(layout.flatten(source)[self.lo : self.hi].clone())
+        self.opt = sgd(cfg, [self.param])
+        if state is not None and state.momentum:
+            flat = layout.flatten(
+                {
+                    n: state.momentum.get(n, torch.zeros(s))
+                    for n, s in zip(layout.names, layout.shapes, strict=True)
+                }
+            )
+            self.opt.state[self.param]["momentum_buffer"] = flat[self.lo : self.hi].clone()
+
+    def apply(self, grad: torch.Tensor) -> None:
+        self.param.grad = grad
+        self.opt.step()
+
+    def momentum(self) -> torch.Tensor:
+        buf = self.opt.state.get(self.param, {}).get("momentum_buffer")
+        return buf if buf is not None else torch.zeros_like(self.param.data)
+
+
+def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink) -> int:
+    """Serve until every worker says goodbye; returns the final global step."""
+    k_ps, n_w = cfg.num_ps, cfg.num_workers
+    layout = FlatLayout.of(trainee.model, k_ps)
+    shard = _Shard(cfg, trainee, layout)
+    size = shard.hi - shard.lo
+    workers = [k_ps + w for w in range(n_w)]
+    head = cfg.rank == 0
+    step = shard.start
+    next_ticket = shard.start
+    out = make_message(size)
+    inbox = make_message(size)
+
+    def reply_header(cont: bool, ticket: int) -> None:
+        out[0] = 1.0 if cont else 0.0
+        out[1] = float(ticket)
+        out[2] = 1.0 if stop else 0.0
+        out[3] = float(step)
+        out[HEADER:] = shard.param.data
+
+    def grant() -> tuple[bool, int]:
+        nonlocal next_ticket
+        if head and not stop and next_ticket < cfg.stop_step:
+            next_ticket += 1
+            return True, next_ticket - 1
+        return False, -1
+
+    sink.emit({"type": "event", "event": "start", "step": step, "shard": [shard.lo, shard.hi]})
+    # Initial pull: every worker starts from the shard's current parameters.
+    for w in workers:
+        if cfg.mode == "async":
+            reply_header(*grant())
+        else:
+            reply_header(head and not stop and step < cfg.stop_step, step)
+        dist.send(out, w, tag=TAG_PROTOCOL)
+
+    goodbyes = 0
+    while goodbyes < n_w:
+        if cfg.mode == "async":
+            src = dist.recv(inbox, tag=TAG_PROTOCOL)
+            if inbox[2] > 0:
+                stop.set(f"requested by worker rank {src}")
+            if inbox[0] == GOODBYE:
+                goodbyes += 1
+                continue
+            t0 = time.perf_counter()
+            shard.apply(inbox[HEADER:].clone())
+            update_s = time.perf_counter() - t0
+            step += 1
+            reply_header(*grant())
+            dist.send(out, src, tag=TAG_PROTOCOL)
+        else:
+            total = torch.zeros(size)
+            pushes = 0
+            for w in workers:
+                dist.recv(inbox, src=w, tag=TAG_PROTOCOL)
+                if inbox[2] > 0:
+                    stop.set(f"requested by worker rank {w}")
+                if inbox[0] == GOODBYE:
+                    goodbyes += 1
+                else:
+                    total += inbox[HEADER:]
+                    pushes += 1
+            if pushes == 0:
+                break
+            if pushes != n_w:
+                raise RuntimeError(
+                    f"sync round at step {step}: {pushes} of {n_w} workers pushed, the others left"
+                )
+            t0 = time.perf_counter()
+            shard.apply(total / n_w)
+            update_s = time.perf_counter() - t0
+            step += 1
+            reply_header(head and not stop and step < cfg.stop_step, step)
+            handles = [dist.isend(out, w, tag=TAG_PROTOCOL) for w in workers]
+            for h in handles:
+                if h is not None:
+                    h.wait()
+        sink.emit({"type": "ps_update", "step": step, "update_time": update_s})
+
+    _gather_and_save(cfg, trainee, layout, shard, step)
+    sink.emit({"type": "event", "event": "checkpoint" if head else "stop", "step": step})
+    return step
+
+
+def _gather_and_save(
+    cfg: TrainConfig, trainee: Trainee, layout: FlatLayout, shard: _Shard, step: int
+) -> None:
+    """Shards and momentum go to PS 0, with worker 0's buffers; PS 0 writes the checkpoint."""
+    if cfg.rank != 0:
+        dist.send(torch.cat([shard.param.data, shard.momentum()]), 0, tag=TAG_GATHER)
+        return
+    params = torch.zeros(layout.total)
+    momentum = torch.zeros(layout.total)
+    params[shard.lo : shard.hi] = shard.param.data
+    momentum[shard.lo : shard.hi] = shard.momentum()
+    for k in range(1, cfg.num_ps):
+        lo, hi = layout.bounds(k)
+        buf = torch.zeros(2 * (hi - lo))
+        dist.recv(buf, src=k, tag=TAG_GATHER)
+        params[lo:hi] = buf[: hi - lo]
+        momentum[lo:hi] = buf[hi - lo :]
+    model = trainee.model
+    buffers = [(n, b) for n, b in model.named_buffers()]
+    if buffers:
+        flat = torch.zeros(sum(b.numel() for _, b in buffers))
+        dist.recv(flat, src=cfg.num_ps, tag=TAG_GATHER)  # worker 0
+        offset = 0
+        with torch.no_grad():
+            for _, b in buffers:
+                b.copy_(flat[offset : offset + b.numel()].view_as(b).to(b.dtype))
+                offset += b.numel()
+    named = layout.unflatten(params)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in named:
+                p.copy_(named[name].to(p.device))
+    state = snapshot(
+        cfg,
+        model,
+        layout.unflatten(momentum),
+        step,
+        # Async: one mini-batch per step (ticket); sync: one per worker per step.
+        shard.cursor + (step - shard.start) * (1 if cfg.mode == "async" else cfg.num_workers),
+        {"num_workers": cfg.num_workers, "num_ps": cfg.num_ps},
+    )
+    save(cfg.checkpoint_dir, state, keep=cfg.checkpoint_keep)

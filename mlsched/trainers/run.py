@@ -1,0 +1,118 @@
+"""Run one process of a training job: process group, sink, telemetry, role, summary.
+
+Failures are reported, not hung on: every collective and point-to-point operation runs
+under ``timeout_s``, a lost peer surfaces as a communication error, and the process exits 1
+with one clear line on stderr and an ``error`` event in the metrics sink.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+import torch.distributed as dist
+
+from mlsched.trainers import env
+from mlsched.trainers.common import StopFlag, build_trainee, seed_all, timeout
+from mlsched.trainers.config import Backend, Role, TrainConfig
+from mlsched.trainers.metrics import IterationStats, MetricsSink
+from mlsched.trainers.telemetry import TelemetrySampler
+
+__all__ = ["run"]
+
+log = logging.getLogger(__name__)
+
+
+def _init_process_group(cfg: TrainConfig) -> None:
+    if cfg.arch == "allreduce" and env.under_torchrun():
+        backend = "nccl" if cfg.device != "cpu" and _cuda() else "gloo"
+        dist.init_process_group(backend, timeout=timeout(cfg))
+        return
+    host, port = cfg.master
+    backend = "gloo"
+    if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
+        backend = "nccl"
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{host}:{port}",
+        rank=cfg.global_rank,
+        world_size=cfg.world_size,
+        timeout=timeout(cfg),
+    )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _role_name(cfg: TrainConfig) -> tuple[str, int]:
+    if cfg.arch == "allreduce":
+        if cfg.backend is Backend.DDP and env.under_torchrun():
+            return "rank", env.rank()
+        return "rank", cfg.rank
+    return cfg.role.value, cfg.rank
+
+
+def run(cfg: TrainConfig) -> int:
+    role, rank = _role_name(cfg)
+    if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
+        import torch
+
+        torch.cuda.set_device(env.local_rank() if env.under_torchrun() else 0)
+    sink = MetricsSink(cfg.metrics, static={"job": cfg.job_id, "role": role, "rank": rank})
+    stop = StopFlag().install()
+    stats = IterationStats(batch_size=cfg.batch_size)
+    sampler: TelemetrySampler | None = None
+    t_start = time.time()
+    try:
+        trainee = build_trainee(cfg)
+        sampler = TelemetrySampler(sink, gpu_index=trainee.device.index).start()
+        if cfg.arch == "allreduce" and cfg.backend is Backend.HOROVOD:
+            from mlsched.trainers.allreduce.horovod import horovod_available, run_horovod
+
+            if not horovod_available():
+                raise RuntimeError(
+                    "--backend horovod: horovod.torch does not import (run `make horovod`)"
+                )
+            import horovod.torch as hvd
+
+            hvd.init()
+            seed_all(cfg, 0)
+            step = run_horovod(cfg, trainee, stop, sink, stats)
+        else:
+            _init_process_group(cfg)
+            seed_all(cfg, 0)
+            if cfg.arch == "allreduce":
+                from mlsched.trainers.allreduce.ddp import run_ddp
+
+                step = run_ddp(cfg, trainee, stop, sink, stats, overlap=cfg.overlap)
+            elif cfg.role is Role.PS:
+                from mlsched.trainers.ps.server import run_ps
+
+                step = run_ps(cfg, trainee, stop, sink)
+            else:
+                from mlsched.trainers.ps.worker import run_worker
+
+                step = run_worker(cfg, trainee, stop, sink, stats)
+        summary = stats.summary()
+        summary.update(
+            final_step=step, stopped_by=stop.reason or "stop_step", process_s=time.time() - t_start
+        )
+        sink.emit(summary)
+        log.info("[%s %d] done at step %d (%s)", role, rank, step, summary["stopped_by"])
+        return 0
+    except Exception as err:  # report any failure as data; the agent reads the exit code
+        message = f"{type(err).__name__}: {err}"
+        sink.emit({"type": "error", "error": message, "steps": stats.steps})
+        log.error("[%s %d] failed: %s", role, rank, message)
+        return 1
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        sink.close()
+        if dist.is_initialized():
+            with contextlib.suppress(Exception):  # a broken group after a lost peer
+                dist.destroy_process_group()

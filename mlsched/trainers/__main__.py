@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
+from enum import Enum
 from typing import Any
 
 from mlsched.core.errors import SpecError
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else None
+        if isinstance(default, Enum):
+            # argparse passes str defaults through ``type``; str(Role.WORKER) is
+            # 'Role.WORKER' on Python >= 3.11, so give it the value.
+            default = default.value
         kind: Any = str
         if isinstance(default, bool):
             kind = _bool

@@ -114,13 +114,16 @@ def load_latest(root: str | os.PathLike[str]) -> TrainState | None:
     path = _step_dir(Path(root), step) / "state.pt"
     try:
         raw = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as err:
+    except Exception as err:  # OSError, EOFError, RuntimeError (torn zip), UnpicklingError
         raise CheckpointError(f"cannot read checkpoint {path}: {err}") from err
-    return TrainState(
-        step=int(raw["step"]),
-        model=raw["model"],
-        data_cursor=int(raw.get("data_cursor", raw["step"])),
-        momentum=raw.get("momentum", {}),
-        rng=raw.get("rng", {}),
-        meta=raw.get("meta", {}),
-    )
+    try:
+        return TrainState(
+            step=int(raw["step"]),
+            model=raw["model"],
+            data_cursor=int(raw.get("data_cursor", raw["step"])),
+            momentum=raw.get("momentum", {}),
+            rng=raw.get("rng", {}),
+            meta=raw.get("meta", {}),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path} is not a training checkpoint: {err!r}") from err

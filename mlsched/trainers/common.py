@@ -57,7 +57,12 @@ def device_for(cfg: TrainConfig) -> torch.device:
 
 
 class StopFlag:
-    """Set by SIGTERM (or by a peer's request); read at step boundaries."""
+    """Set by SIGTERM or SIGINT (or by a peer's request); read at step boundaries.
+
+    SIGINT too: a Ctrl-C on ``mlsched train`` reaches every process of the job (they share
+    the terminal's process group), and should stop and checkpoint like SIGTERM, not raise
+    KeyboardInterrupt mid-step. A second SIGINT interrupts at once.
+    """
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -66,8 +71,11 @@ class StopFlag:
     def install(self) -> StopFlag:
         def handler(signum: int, frame: FrameType | None) -> None:
             self.set(f"signal {signal.Signals(signum).name}")
+            if signum == signal.SIGINT:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
 
         signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
         return self
 
     def set(self, reason: str) -> None:

@@ -27,9 +27,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psutil
+
 from mlsched.trainers.config import Backend, Role, TrainConfig
 
-__all__ = ["JobOutcome", "free_port", "launch", "summarize_metrics"]
+__all__ = ["JobOutcome", "free_port", "launch", "stop_gracefully", "summarize_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +105,14 @@ def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
     envs = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads)}
     offset = _line_count(cfg.metrics)
     start = time.perf_counter()
-    procs = [subprocess.Popen(cmd, env=envs) for cmd in commands(cfg)]
+    # Own sessions: a terminal's Ctrl-C reaches only this launcher, which stops the job
+    # gracefully (torchrun would count a signal of its own as a failure).
+    procs = [subprocess.Popen(cmd, env=envs, start_new_session=True) for cmd in commands(cfg)]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+                stop_gracefully(p.pid)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -119,6 +123,23 @@ def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
     outcome = JobOutcome(codes, time.perf_counter() - start)
     outcome.summary = summarize_metrics(cfg.metrics, skip_lines=offset)
     return outcome
+
+
+def stop_gracefully(pid: int) -> None:
+    """SIGTERM the training processes behind ``pid``.
+
+    torchrun and horovodrun treat a SIGTERM to themselves as a failure (exit 1) even when
+    their ranks then stop and checkpoint cleanly, so a launcher's children are signalled
+    instead; the launcher exits 0 once they have. A trainer process is signalled directly.
+    """
+    try:
+        proc = psutil.Process(pid)
+        children = proc.children(recursive=True)
+        trainers = [c for c in children if "mlsched.trainers" in " ".join(c.cmdline())]
+        for target in trainers or [proc]:
+            target.send_signal(signal.SIGTERM)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def _line_count(path: str) -> int:

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 
+import torch
 import torch.distributed as dist
 
 from mlsched.trainers import env
@@ -19,7 +20,7 @@ from mlsched.trainers.config import Backend, Role, TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
 from mlsched.trainers.telemetry import TelemetrySampler
 
-__all__ = ["run"]
+__all__ = ["param_checksum", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ def _init_process_group(cfg: TrainConfig) -> None:
 
 
 def _cuda() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 
@@ -56,11 +55,16 @@ def _role_name(cfg: TrainConfig) -> tuple[str, int]:
     return cfg.role.value, cfg.rank
 
 
+def param_checksum(model: torch.nn.Module) -> list[float]:
+    """(sum, sum of squares) of all parameters in float64: equal replicas give equal values."""
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1).double().cpu() for p in model.parameters()])
+    return [float(flat.sum()), float((flat * flat).sum())]
+
+
 def run(cfg: TrainConfig) -> int:
     role, rank = _role_name(cfg)
     if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
-        import torch
-
         torch.cuda.set_device(env.local_rank() if env.under_torchrun() else 0)
     sink = MetricsSink(cfg.metrics, static={"job": cfg.job_id, "role": role, "rank": rank})
     stop = StopFlag().install()
@@ -101,6 +105,8 @@ def run(cfg: TrainConfig) -> int:
         summary.update(
             final_step=step, stopped_by=stop.reason or "stop_step", process_s=time.time() - t_start
         )
+        if role != "ps":
+            summary["param_checksum"] = param_checksum(trainee.model)
         sink.emit(summary)
         log.info("[%s %d] done at step %d (%s)", role, rank, step, summary["stopped_by"])
         return 0

@@ -91,11 +91,17 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
         else:
             reply_header(head and not stop and step < cfg.stop_step, step)
         dist.send(out, w, tag=TAG_PROTOCOL)
+    # Async: when each worker was last answered (it owes a push or a goodbye). A receive from
+    # any source returns as long as *one* worker pushes, so it alone would never notice a
+    # lost worker: check the others' deadlines after every message.
+    owed = dict.fromkeys(workers, time.monotonic())
 
     goodbyes = 0
     while goodbyes < n_w:
         if cfg.mode == "async":
             src = dist.recv(inbox, tag=TAG_PROTOCOL)
+            owed.pop(src, None)
+            _check_owed(owed, cfg.timeout_s)
             if inbox[2] > 0:
                 stop.set(f"requested by worker rank {src}")
             if inbox[0] == GOODBYE:
@@ -107,6 +113,7 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
             step += 1
             reply_header(*grant())
             dist.send(out, src, tag=TAG_PROTOCOL)
+            owed[src] = time.monotonic()
         else:
             total = torch.zeros(size)
             pushes = 0
@@ -139,6 +146,16 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
     _gather_and_save(cfg, trainee, layout, shard, step)
     sink.emit({"type": "event", "event": "checkpoint" if head else "stop", "step": step})
     return step
+
+
+def _check_owed(owed: dict[int, float], timeout_s: float) -> None:
+    now = time.monotonic()
+    for rank, since in owed.items():
+        if now - since > timeout_s:
+            raise RuntimeError(
+                f"worker rank {rank} sent nothing for {now - since:.1f}s "
+                f"(timeout {timeout_s:g}s): lost peer"
+            )
 
 
 def _gather_and_save(

@@ -88,6 +88,7 @@ class RuntimeEstimator(RuntimeModel):
                     f"runtime family for {kind!r}: {fam!r} is not one of {sorted(FAMILIES)}"
                 )
         self._families: dict[str, PerfFamily] = {}
+        self._by_kind: dict[str, PerfFamily] = {}  # job kind -> family, resolved once
         self._window = window
         self._overrides = dict(overrides or {})
         self._samples: dict[ProfileKey, deque[_Sample]] = defaultdict(
@@ -101,10 +102,13 @@ class RuntimeEstimator(RuntimeModel):
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
         kind = "allreduce" if job.arch is Arch.ALLREDUCE else f"ps_{job.sync.value}"
-        name = self._choice.get(kind) or default_family(job)
-        fam = self._families.get(name)
+        fam = self._by_kind.get(kind)
         if fam is None:
-            fam = self._families[name] = FAMILIES[name]()
+            name = self._choice.get(kind) or default_family(job)
+            fam = self._families.get(name)
+            if fam is None:
+                fam = self._families[name] = FAMILIES[name]()
+            self._by_kind[kind] = fam
         return fam
 
     def key(self, job: JobSpec, placement: Placement) -> ProfileKey:

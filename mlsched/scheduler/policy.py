@@ -49,12 +49,7 @@ class Policy(ABC):
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
         """The placement of every job that runs in ``slot``."""
 
-    def on_quote_response(
-        self,
-        job_id: str,
-        accepted: bool,  # noqa: B027
-        view: ClusterView,
-    ) -> None:
+    def on_quote_response(self, job_id: str, accepted: bool, view: ClusterView) -> None:  # noqa: B027
         """The user's answer to a quoted price (pricing policies learn from it)."""
 
     def on_completion(self, job_id: str, view: ClusterView) -> None:  # noqa: B027

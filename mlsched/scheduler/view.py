@@ -189,6 +189,9 @@ class ClusterView(Mapping[str, JobView]):
     def __len__(self) -> int:
         return len(self._jobs)
 
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._jobs
+
     def active(self) -> list[JobView]:
         return [JobView(r) for r in self._jobs.values()]
 

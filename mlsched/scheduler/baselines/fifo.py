@@ -63,7 +63,12 @@ class FifoPolicy(Policy):
         while self._queue:
             job_id = self._queue[0]
             w, p = self._counts[job_id]
-            placement = self._rr.place(self._specs[job_id], w, p, self._ledger)
+            job = self._specs[job_id]
+            placement = self._rr.place(job, w, p, self._ledger)
+            if placement is None and not self._running:
+                # Round-robin spreading can miss a layout that packing finds (admission
+                # checked with packing): on an empty cluster the head must still start.
+                placement = pack(job, w, p, self._ledger)
             if placement is None:
                 break  # strict FIFO: the head blocks the queue
             self._running[job_id] = placement

@@ -1,0 +1,222 @@
+"""DRF: dominant-resource fairness by progressive filling (spec 001 §5.2 item 2).
+
+Every job is admitted unless its ``min_workers`` workers and their PSs can never fit the
+empty cluster (rejected as infeasible). At each slot that follows a job arrival or
+completion, the worker and PS counts of **all** active jobs are recomputed from zero:
+
+1. every job's first step is ``min_workers`` workers plus ``ps_needed(min_workers)`` PSs, a
+   gang that fits whole or not at all (a job below ``min_workers`` gets nothing);
+2. then, repeatedly, the active job with the smallest dominant share that can still grow
+   gets one more worker, plus the PSs that keep ``Z >= ps_needed(Y)`` (all-reduce jobs
+   have none); a job whose next step does not fit, or that reached ``worker_cap``, stops
+   growing. Ties go by arrival order.
+
+Every job starts at share 0, so step 1 runs over the jobs in arrival order before any job
+gets a second step, exactly as progressive filling from zero would do it.
+
+The dominant share of a job is its largest share of any resource. When no server hosts
+both workers and PSs (separate pools, as in spec 001) the shares are per pool, 2R
+dimensions: worker-pool resource r and PS-pool resource r, each over that pool's total.
+Otherwise it is over the R cluster totals, workers and PSs added up.
+
+Tasks are placed as they are granted, one at a time, so the counts always fit: first on
+the servers the job used in the previous allocation (up to its previous count there, so a
+job whose counts did not change keeps its placement and is not restarted), then
+round-robin with one cyclic pointer per pool (spec 001 §5.2), which moves only when a
+step succeeds and looks first for room that no running job will come back to. A first
+step round-robin cannot place on an empty cluster is placed by
+:func:`~mlsched.scheduler.placement.pack` (what admission checked), so an admitted job
+always starts once it is first in line. Between events the allocation is returned
+unchanged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import Any
+
+import numpy as np
+
+from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
+from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
+from mlsched.scheduler.placement import can_ever_run
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import register
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = ["DrfPolicy", "dominant_share_units"]
+
+log = logging.getLogger(__name__)
+
+
+def dominant_share_units(cluster: Cluster) -> tuple[bool, np.ndarray, np.ndarray]:
+    """(separate pools?, 1/total of the worker dimensions, 1/total of the PS dimensions).
+
+    With separate pools the worker dimensions are the worker pool's totals and the PS
+    dimensions the PS pool's; otherwise both are the cluster totals. A resource a pool
+    lacks counts 0 (no job can hold any of it there).
+    """
+    cap = cluster.capacity
+    separate = not set(cluster.worker_servers) & set(cluster.ps_servers)
+    if separate:
+        w_tot = cap[list(cluster.worker_servers)].sum(axis=0)
+        p_tot = (
+            cap[list(cluster.ps_servers)].sum(axis=0)
+            if cluster.ps_servers
+            else np.zeros(cap.shape[1])
+        )
+    else:
+        w_tot = p_tot = cap.sum(axis=0)
+
+    def inv(t: np.ndarray) -> np.ndarray:
+        return np.divide(1.0, t, out=np.zeros_like(t, dtype=float), where=t > 0)
+
+    return separate, inv(w_tot), inv(p_tot)
+
+
+@register
+class DrfPolicy(Policy):
+    name = "drf"
+    description = (
+        "dominant-resource fairness: progressive filling at each arrival and "
+        "completion, round-robin placement"
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
+        self._alloc: dict[str, Placement] = {}
+        self._seq = 0
+        self._dirty = False
+        self._filler: TaskFiller | None = None
+        self._table: DemandTable | None = None
+        self._units: tuple[bool, np.ndarray, np.ndarray] | None = None
+        self._next_worker = 0
+        self._next_ps = 0
+
+    def setup(self, context: RunContext) -> None:
+        super().setup(context)
+        self._bind(context.cluster)
+
+    def _bind(self, cluster: Cluster) -> TaskFiller:
+        if self._filler is None or self._filler.cluster is not cluster:
+            self._filler = TaskFiller(cluster)
+            self._table = DemandTable(len(cluster.resource_names))
+            self._units = dominant_share_units(cluster)
+        return self._filler
+
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        filler = self._bind(view.cluster)
+        if not can_ever_run(job, view.cluster):
+            return Admission.reject(
+                RejectKind.INFEASIBLE,
+                f"{job.min_workers} workers and their PSs never fit the cluster",
+            )
+        dem = filler.demand(job, self._seq)
+        assert self._table is not None
+        self._table.add(dem, job.min_workers, job.ps_needed(job.min_workers))
+        self._jobs[job.job_id] = dem
+        self._seq += 1
+        self._dirty = True
+        return Admission.admit(reason="admitted; counts by progressive filling")
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:
+        self.release(job_id)
+
+    def release(self, job_id: str) -> None:
+        if self._jobs.pop(job_id, None) is not None:
+            self._dirty = True
+        self._alloc.pop(job_id, None)
+
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        if self._dirty:
+            self._alloc = {j: p for j, p in self._refill().items() if j in view}
+            self._dirty = False
+        return Allocation(slot, self._alloc)
+
+    def dominant_share(self, job: JobSpec, workers: int, ps: int) -> float:
+        """The dominant share of ``workers`` workers and ``ps`` PSs of ``job``."""
+        if self._filler is None:
+            raise RuntimeError("dominant_share() needs a cluster: call setup() first")
+        return self._share(self._filler.demand(job, 0), workers, ps)
+
+    def _share(self, d: JobDemand, y: int, z: int) -> float:
+        assert self._units is not None
+        separate, w_unit, p_unit = self._units
+        if separate:
+            return max(y * float((d.worker * w_unit).max()), z * float((d.ps * p_unit).max()))
+        return float((y * d.worker * w_unit + z * d.ps * p_unit).max())
+
+    def _round_robin(self, f: TaskFiller, tasks: JobTasks, is_worker: bool) -> int:
+        servers, ordered = tasks.dem.servers(is_worker)
+        demand = tasks.dem.worker if is_worker else tasks.dem.ps
+        if is_worker:
+            s = f.round_robin(servers, ordered, demand, self._next_worker)
+            if s >= 0:
+                self._next_worker = s + 1
+        else:
+            s = f.round_robin(servers, ordered, demand, self._next_ps)
+            if s >= 0:
+                self._next_ps = s + 1
+        return s
+
+    def _grow(self, tasks: JobTasks, dy: int, dz: int) -> bool:
+        """One step for a job; the round-robin pointers move only when it succeeds."""
+        assert self._filler is not None
+        pointers = self._next_worker, self._next_ps
+        if grow(self._filler, tasks, dy, dz, self._round_robin) is not None:
+            return True
+        self._next_worker, self._next_ps = pointers
+        return False
+
+    def _refill(self) -> dict[str, Placement]:
+        """Progressive filling from zero over every active job (see the module docstring)."""
+        assert self._filler is not None and self._table is not None
+        f = self._filler
+        f.reset()
+        jobs = list(self._jobs.values())
+        tasks: dict[int, JobTasks] = {}  # jobs that ran before (reserved) or get a step
+        for i, d in enumerate(jobs):
+            prev = self._alloc.get(d.job.job_id)
+            if prev is not None:
+                tasks[i] = JobTasks(d, prev)
+                tasks[i].reserve(f)
+        screen = Screen(f, self._table, [d.seq for d in jobs])
+        heap: list[tuple[float, int, int]] = []
+        taken = False
+        i = screen.next(-1)
+        while i >= 0:  # step 1: every share is 0, so arrival order
+            d = jobs[i]
+            t = tasks.get(i) or JobTasks(d, None)
+            first, first_ps = (int(n) for n in self._table.request[d.seq])
+            if self._grow(t, first, first_ps) or (f.empty and pack_whole(f, t, first, first_ps)):
+                tasks[i] = t
+                heap.append((self._share(d, t.y, t.z), d.seq, i))
+                taken = True
+            else:
+                t.release(f)
+                if taken:
+                    screen.refresh(i + 1)
+                    taken = False
+            i = screen.next(i)
+        for i in [i for i, t in tasks.items() if not t.y]:  # screened out: no first step
+            tasks.pop(i).release(f)
+        heapq.heapify(heap)
+        while heap:  # step 2: +1 worker to the smallest dominant share that can grow
+            _, seq, i = heapq.heappop(heap)
+            t = tasks[i]
+            job = t.dem.job
+            dz = max(0, job.ps_needed(t.y + 1) - t.z) if job.uses_ps else 0
+            if t.y < job.worker_cap and self._grow(t, 1, dz):
+                heapq.heappush(heap, (self._share(t.dem, t.y, t.z), seq, i))
+            else:
+                t.release(f)  # it stops growing: its reservations go back to the others
+        out = {
+            t.dem.job.job_id: t.placement(self._alloc.get(t.dem.job.job_id)) for t in tasks.values()
+        }
+        log.debug("[drf] refilled %d active jobs: %d running", len(jobs), len(out))
+        return out

@@ -1,0 +1,226 @@
+"""Tiresias-style LAS: least attained service first, fixed counts, preemptive (spec 003 §5).
+
+Continuous LAS as spec 003 §5 "Baselines" defines it, rather than Tiresias' discretised
+2D-LAS queues. Every job is admitted unless its fixed counts can never fit the empty
+cluster (rejected as infeasible). Its counts are fixed at arrival with
+:func:`~mlsched.scheduler.baselines.common.fixed_counts` (the user's request, else drawn
+like FIFO's; all-reduce jobs have no PS).
+
+Each slot, from an empty cluster:
+
+1. active jobs are sorted by attained service ascending, ties by arrival. Attained service
+   is in GPU-slots: ``JobView.worker_slots`` times the job's GPUs per worker, or
+   worker-slots for a job whose workers use no GPU;
+2. in that order, each job is placed whole with its fixed counts if it fits; a job that
+   does not fit is skipped this slot and later jobs may still be placed. Jobs left out are
+   preempted.
+
+Placement: a job that ran before first gets its previous placement back when that still
+fits (so a job that keeps running is not re-laid-out). Otherwise P0 (spec 003 §5): one
+server when one has room for all the workers (the best fit: the fewest spare worker
+slots), else the servers of the rack with the most room, most room first, then the next
+racks. PSs go next to the job's workers when those servers host PSs, else to the PS
+server with the most free capacity. "Room" is first counted outside the places of the
+jobs that ran in the previous slot (reserved at the start of the slot and released as
+each is placed or skipped), so a newcomer sorted ahead of them does not push them off
+their servers; only when that room is too small is all free capacity used. A job P0
+cannot place on an empty cluster is placed by :func:`~mlsched.scheduler.placement.pack`
+(what admission checked) when it is first in line. Deviation: P0 also reserves the job's
+bandwidth on every ring hop; the engine models no per-link reservations, so none is made.
+
+Restart cost: preemption is what LAS does, and it is not free. The simulator charges
+``TruthConfig.restart_s`` (checkpoint + restart) in every slot in which a job's placement
+differs from its previous slot's, including a resume after a pause; on the testbed the
+agents measure it. Keeping previous placements avoids the gratuitous part of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
+from mlsched.scheduler.baselines.taskgrow import pack_placement
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import register
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = ["TiresiasPolicy", "p0_place"]
+
+log = logging.getLogger(__name__)
+
+
+def p0_place(
+    f: TaskFiller, dem: JobDemand, n_workers: int, n_ps: int, rack_of: np.ndarray
+) -> Placement | None:
+    """Place a whole job by P0 (see the module docstring) and take it from ``f``; None,
+    with ``f`` unchanged, when it does not fit. ``rack_of`` maps server -> rack number."""
+    if n_ps and int(f.fit_counts(dem.ps_servers, dem.ps).sum()) < n_ps:
+        return None  # the PSs cannot fit even before the workers take their share
+    servers = dem.worker_servers
+    room = f.fit_counts(servers, dem.worker, spare=True)  # unreserved room first
+    if int(room.sum()) < n_workers:
+        room = f.fit_counts(servers, dem.worker)
+    whole = np.flatnonzero(room >= n_workers)
+    workers: dict[int, int] = {}
+    if len(whole):
+        workers[int(servers[whole[int(np.argmin(room[whole]))]])] = n_workers
+    else:
+        if int(room.sum()) < n_workers:
+            return None
+        racks = rack_of[servers]
+        rack_room = np.bincount(racks, weights=room)
+        order = np.lexsort((servers, -room, -rack_room[racks]))
+        left = n_workers
+        for k in order:
+            if not left:
+                break
+            c = min(left, int(room[k]))
+            if c > 0:
+                workers[int(servers[k])] = c
+                left -= c
+    for s, c in workers.items():
+        f.take(s, dem.worker, c)
+    ps: dict[int, int] = {}
+    near = [s for s in workers if f.hosts_ps[s]] if dem.job.uses_ps else []
+    for _ in range(n_ps):
+        s = next((s for s in near if f.fits(s, dem.ps)), -1)
+        if s < 0:
+            s = f.most_free(dem.ps_servers, dem.ps)
+        if s < 0:
+            for w_s, c in workers.items():
+                f.give(w_s, dem.worker, c)
+            for p_s, c in ps.items():
+                f.give(p_s, dem.ps, c)
+            return None
+        f.take(s, dem.ps)
+        ps[s] = ps.get(s, 0) + 1
+    return Placement(tuple(workers.items()), tuple(ps.items()))
+
+
+def _reserve(f: TaskFiller, dem: JobDemand, placement: Placement, sign: int) -> None:
+    for s, c in placement.workers:
+        f.reserve(s, dem.worker, sign * c)
+    for s, c in placement.ps:
+        f.reserve(s, dem.ps, sign * c)
+
+
+@register
+class TiresiasPolicy(Policy):
+    name = "tiresias"
+    description = (
+        "Tiresias-style continuous LAS: least attained GPU service first, fixed counts, preemptive"
+    )
+
+    def __init__(self, *, max_workers: int = 30, max_ps: int = 30, **options: Any) -> None:
+        super().__init__(**options)
+        for name, value in (("max_workers", max_workers), ("max_ps", max_ps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+        self.max_workers = max_workers
+        self.max_ps = max_ps
+        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
+        self._last: dict[str, Placement] = {}  # each job's latest placement
+        self._running: set[str] = set()  # the jobs allocated in the previous slot
+        self._gpus: dict[str, float] = {}  # GPUs per worker, 1 for GPU-less workers
+        self._seq = 0
+        self._filler: TaskFiller | None = None
+        self._table: DemandTable | None = None
+        self._rack_of = np.zeros(0, dtype=np.intp)
+
+    def setup(self, context: RunContext) -> None:
+        super().setup(context)
+        self._bind(context.cluster)
+
+    def _bind(self, cluster: Cluster) -> TaskFiller:
+        if self._filler is None or self._filler.cluster is not cluster:
+            self._filler = TaskFiller(cluster)
+            self._table = DemandTable(len(cluster.resource_names))
+            rack_no = {r: i for i, r in enumerate(cluster.racks)}
+            self._rack_of = np.array([rack_no[s.rack] for s in cluster.servers], dtype=np.intp)
+        return self._filler
+
+    def counts(self, job: JobSpec) -> tuple[int, int]:
+        """The fixed (workers, PSs) this policy runs ``job`` with."""
+        seed = self.context.seed if self.context else 0
+        return fixed_counts(job, seed, max_workers=self.max_workers, max_ps=self.max_ps)
+
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        f = self._bind(view.cluster)
+        w, p = self.counts(job)
+        dem = f.demand(job, self._seq)
+        empty = TaskFiller(view.cluster)
+        offered = view.cluster.offers(job.worker) and (
+            not job.uses_ps or view.cluster.offers(job.ps)
+        )
+        fits = offered and (
+            p0_place(empty, dem, w, p, self._rack_of) is not None
+            or pack_placement(empty, dem, w, p) is not None
+        )
+        if not fits:
+            return Admission.reject(
+                RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
+            )
+        assert self._table is not None
+        self._table.add(dem, w, p)
+        self._seq += 1
+        self._jobs[job.job_id] = dem
+        self._gpus[job.job_id] = job.worker["gpu"] or 1.0
+        return Admission.admit(reason=f"LAS with {w} workers, {p} PSs")
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:
+        self.release(job_id)
+
+    def release(self, job_id: str) -> None:
+        self._jobs.pop(job_id, None)
+        self._last.pop(job_id, None)
+        self._running.discard(job_id)
+        self._gpus.pop(job_id, None)
+
+    def attained(self, view: ClusterView, job_id: str) -> float:
+        """Attained service of a job in GPU-slots (worker-slots for GPU-less workers)."""
+        return view[job_id].worker_slots * self._gpus[job_id]
+
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        f = self._filler
+        table = self._table
+        assert f is not None and table is not None, "setup() binds the cluster"
+        jobs = [d for d in self._jobs.values() if d.job.job_id in view]
+        jobs.sort(key=lambda d: (self.attained(view, d.job.job_id), d.seq))
+        f.reset()
+        for d in jobs:  # running jobs' places: jobs placed before them go elsewhere first
+            if d.job.job_id in self._running:
+                _reserve(f, d, self._last[d.job.job_id], 1)
+        screen = Screen(f, table, [d.seq for d in jobs])
+        out: dict[str, Placement] = {}
+        taken = False
+        i = screen.next(-1)
+        while i >= 0:
+            d = jobs[i]
+            job_id = d.job.job_id
+            prev = self._last.get(job_id)
+            if job_id in self._running:
+                _reserve(f, d, self._last[job_id], -1)
+            placement = prev if prev is not None and f.take_placement(d, prev) else None
+            if placement is None:
+                w, p = (int(n) for n in table.request[d.seq])
+                was_empty = f.empty
+                placement = p0_place(f, d, w, p, self._rack_of)
+                if placement is None and was_empty:  # first in line: what admission found
+                    placement = pack_placement(f, d, w, p)
+            if placement is not None:
+                out[job_id] = self._last[job_id] = placement
+                taken = True
+            elif taken:
+                screen.refresh(i + 1)
+                taken = False
+            i = screen.next(i)
+        self._running = set(out)
+        log.debug("[tiresias] slot %d: %d of %d active jobs run", slot, len(out), len(jobs))
+        return Allocation(slot, out)

@@ -1,0 +1,239 @@
+"""Thin wrappers around scipy's HiGHS LP and MILP solvers, shared by the policies.
+
+Why a wrapper: policies (Dorm, the offline optima, GADGET's per-slot program, ...) solve
+LPs and MILPs inside the slot loop, where "no solution" is an ordinary outcome, not an
+error. So these functions
+
+* never raise on an infeasible, unbounded or time-limited problem: the outcome is a
+  :class:`SolveStatus` in a small frozen :class:`SolveResult` (bad *input*, such as
+  mismatched shapes, still raises ``ValueError``);
+* always bound a MILP by a wall-clock ``time_limit_s`` (required, > 0), so that one hard
+  instance cannot stall a simulation; a MILP stopped by the limit with an incumbent is
+  reported as feasible-but-not-proven-optimal (:attr:`SolveStatus.TIME_LIMIT`);
+* take ``maximize=True`` and report the objective in the caller's sense.
+
+scipy's status codes (``linprog`` and ``milp`` agree): 0 optimal, 1 iteration/time/node
+limit, 2 infeasible, 3 unbounded, 4 other (numerical trouble; for ``milp`` also "infeasible
+or unbounded").
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeAlias
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+__all__ = ["SolveResult", "SolveStatus", "solve_lp", "solve_milp"]
+
+log = logging.getLogger(__name__)
+
+#: A bound pair per variable (None = unbounded), one pair for all, or scipy ``Bounds``.
+BoundsLike: TypeAlias = (
+    Sequence[tuple[float | None, float | None]] | tuple[float | None, float | None] | Bounds | None
+)
+
+
+class SolveStatus(str, Enum):
+    """What became of a solve."""
+
+    OPTIMAL = "optimal"
+    TIME_LIMIT = "time_limit"  # stopped by a limit with a feasible point, not proven optimal
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    FAILED = "failed"  # a limit with no feasible point, numerical trouble, or other
+
+    @property
+    def has_solution(self) -> bool:
+        return self in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT)
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """A solve's outcome. ``x`` and ``objective`` are set exactly when there is a feasible
+    point; ``objective`` is in the caller's sense (maximised when ``maximize=True``).
+    ``dual_bound`` and ``mip_gap`` are HiGHS' MILP bound and relative gap, when known."""
+
+    status: SolveStatus
+    x: np.ndarray | None
+    objective: float | None
+    message: str
+    dual_bound: float | None = None
+    mip_gap: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when there is a feasible solution (optimal or time-limited)."""
+        return self.status.has_solution and self.x is not None
+
+    @property
+    def is_optimal(self) -> bool:
+        return self.status is SolveStatus.OPTIMAL
+
+
+def _status(code: int, has_x: bool) -> SolveStatus:
+    if code == 0:
+        return SolveStatus.OPTIMAL if has_x else SolveStatus.FAILED
+    if code == 1:
+        return SolveStatus.TIME_LIMIT if has_x else SolveStatus.FAILED
+    if code == 2:
+        return SolveStatus.INFEASIBLE
+    if code == 3:
+        return SolveStatus.UNBOUNDED
+    return SolveStatus.FAILED
+
+
+def _cost(c: Any, maximize: bool) -> np.ndarray:
+    vec = np.asarray(c, dtype=float)
+    if vec.ndim != 1 or not len(vec):
+        raise ValueError(f"c must be a non-empty 1-D vector of costs, got shape {vec.shape}")
+    if not np.all(np.isfinite(vec)):
+        raise ValueError("c must hold finite numbers")
+    return -vec if maximize else vec
+
+
+def _time_limit(value: Any, *, required: bool) -> float | None:
+    if value is None and not required:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"time_limit_s must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _result(res: Any, maximize: bool, what: str) -> SolveResult:
+    x = None if res.x is None else np.asarray(res.x, dtype=float)
+    status = _status(int(res.status), x is not None)
+    objective = None
+    if status.has_solution and res.fun is not None:
+        objective = -float(res.fun) if maximize else float(res.fun)
+    else:
+        x = None
+    mip = what == "milp"  # linprog's result carries MIP fields too, meaningless for an LP
+    bound = getattr(res, "mip_dual_bound", None) if mip else None
+    if bound is not None and math.isfinite(bound) and maximize:
+        bound = -float(bound)
+    gap = getattr(res, "mip_gap", None) if mip else None
+    out = SolveResult(
+        status,
+        x,
+        objective,
+        str(res.message),
+        dual_bound=None if bound is None else float(bound),
+        mip_gap=None if gap is None else float(gap),
+    )
+    log.debug("[solvers] %s: %s objective=%s (%s)", what, status.value, objective, res.message)
+    return out
+
+
+def solve_lp(
+    c: Any,
+    A_ub: Any = None,
+    b_ub: Any = None,
+    A_eq: Any = None,
+    b_eq: Any = None,
+    bounds: BoundsLike = None,
+    *,
+    maximize: bool = False,
+    time_limit_s: float | None = None,
+) -> SolveResult:
+    """Minimise (or maximise) ``c @ x`` s.t. ``A_ub x <= b_ub``, ``A_eq x = b_eq`` and
+    ``bounds`` (default: every ``x >= 0``) with HiGHS; an optional wall-clock limit."""
+    cost = _cost(c, maximize)
+    limit = _time_limit(time_limit_s, required=False)
+    options = {} if limit is None else {"time_limit": limit}
+    if isinstance(bounds, Bounds):
+        bounds = list(
+            zip(
+                np.broadcast_to(bounds.lb, cost.shape),
+                np.broadcast_to(bounds.ub, cost.shape),
+                strict=True,
+            )
+        )
+    res = linprog(
+        cost,
+        A_ub=A_ub,
+        b_ub=b_ub,
+        A_eq=A_eq,
+        b_eq=b_eq,
+        bounds=(0, None) if bounds is None else bounds,
+        method="highs",
+        options=options,
+    )
+    return _result(res, maximize, "lp")
+
+
+def _to_bounds(bounds: BoundsLike, n: int) -> Bounds:
+    if bounds is None:
+        return Bounds(np.zeros(n), np.full(n, np.inf))
+    if isinstance(bounds, Bounds):
+        return bounds
+    items: list[Any] = list(bounds)
+    pairs = (
+        [tuple(items)] * n
+        if len(items) == 2 and not isinstance(items[0], (tuple, list))
+        else [tuple(p) for p in items]
+    )
+    if len(pairs) != n or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"bounds: expected {n} (low, high) pairs, got {bounds!r}")
+    lb = np.array([-np.inf if lo is None else float(lo) for lo, _ in pairs])
+    ub = np.array([np.inf if hi is None else float(hi) for _, hi in pairs])
+    return Bounds(lb, ub)
+
+
+def solve_milp(
+    c: Any,
+    A_ub: Any = None,
+    b_ub: Any = None,
+    A_eq: Any = None,
+    b_eq: Any = None,
+    integrality: Any = None,
+    bounds: BoundsLike = None,
+    *,
+    time_limit_s: float,
+    mip_rel_gap: float | None = None,
+    maximize: bool = False,
+) -> SolveResult:
+    """Minimise (or maximise) ``c @ x`` over the same constraints as :func:`solve_lp`, with
+    ``integrality[i]`` = 1 for an integer ``x[i]`` and 0 for a continuous one (default: all
+    integer), under a required wall-clock ``time_limit_s`` and an optional ``mip_rel_gap``."""
+    cost = _cost(c, maximize)
+    limit = _time_limit(time_limit_s, required=True)
+    n = len(cost)
+    options: dict[str, Any] = {"time_limit": limit}
+    if mip_rel_gap is not None:
+        if (
+            isinstance(mip_rel_gap, bool)
+            or not isinstance(mip_rel_gap, (int, float))
+            or not 0 <= mip_rel_gap < math.inf
+        ):
+            raise ValueError(f"mip_rel_gap must be a number >= 0, got {mip_rel_gap!r}")
+        options["mip_rel_gap"] = float(mip_rel_gap)
+    kinds = np.ones(n) if integrality is None else np.asarray(integrality, dtype=float)
+    if kinds.shape != (n,):
+        raise ValueError(f"integrality: expected {n} entries, got shape {kinds.shape}")
+    constraints = []
+    for A, lo, b, name in ((A_ub, True, b_ub, "ub"), (A_eq, False, b_eq, "eq")):
+        if A is None and b is None:
+            continue
+        if A is None or b is None:
+            raise ValueError(f"A_{name} and b_{name} go together")
+        rhs = np.atleast_1d(np.asarray(b, dtype=float))
+        constraints.append(LinearConstraint(A, np.full(rhs.shape, -np.inf) if lo else rhs, rhs))
+    res = milp(
+        cost,
+        integrality=kinds,
+        bounds=_to_bounds(bounds, n),
+        constraints=constraints or None,
+        options=options,
+    )
+    return _result(res, maximize, "milp")

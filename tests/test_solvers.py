@@ -1,0 +1,158 @@
+"""The HiGHS helpers on problems with known answers, and their refusal of bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import Bounds
+
+from mlsched.scheduler.solvers import SolveResult, SolveStatus, solve_lp, solve_milp
+
+# max x + 2y  s.t.  x + y <= 4,  x + 3y <= 6,  x, y >= 0:  optimum 5 at (3, 1).
+LP_C = [1.0, 2.0]
+LP_A = [[1.0, 1.0], [1.0, 3.0]]
+LP_B = [4.0, 6.0]
+
+# 0/1 knapsack: values 5, 4, 3; weights 2, 3, 1; capacity 5. Best: items 0 and 1 (value 9);
+# the LP relaxation is worth 32/3 (items 0 and 2 whole, two thirds of item 1).
+KS_VALUES = [5.0, 4.0, 3.0]
+KS_WEIGHTS = [[2.0, 3.0, 1.0]]
+KS_CAP = [5.0]
+
+
+def test_lp_known_optimum_maximised_and_minimised() -> None:
+    best = solve_lp(LP_C, LP_A, LP_B, maximize=True)
+    assert best.status is SolveStatus.OPTIMAL and best.ok and best.is_optimal
+    assert best.objective == pytest.approx(5.0)
+    np.testing.assert_allclose(best.x, [3.0, 1.0], atol=1e-9)
+    # The same problem as a minimisation of the negated costs reports -5.
+    low = solve_lp([-c for c in LP_C], LP_A, LP_B)
+    assert low.objective == pytest.approx(-5.0)
+    assert low.mip_gap is None and low.dual_bound is None  # LP: no MIP fields
+
+
+def test_lp_with_equalities_and_free_variables() -> None:
+    # min x - y  s.t.  x + y = 2,  -5 <= x, y <= 5:  x = -3, y = 5, objective -8.
+    res = solve_lp([1.0, -1.0], A_eq=[[1.0, 1.0]], b_eq=[2.0], bounds=[(-5, 5), (-5, 5)])
+    assert res.status is SolveStatus.OPTIMAL
+    assert res.objective == pytest.approx(-8.0)
+    np.testing.assert_allclose(res.x, [-3.0, 5.0], atol=1e-9)
+
+
+def test_milp_known_optimum_differs_from_its_relaxation() -> None:
+    relaxed = solve_lp(KS_VALUES, KS_WEIGHTS, KS_CAP, bounds=(0, 1), maximize=True)
+    assert relaxed.objective == pytest.approx(32 / 3)
+    res = solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, bounds=(0, 1), maximize=True, time_limit_s=10.0)
+    assert res.status is SolveStatus.OPTIMAL
+    assert res.objective == pytest.approx(9.0)
+    np.testing.assert_allclose(res.x, [1.0, 1.0, 0.0], atol=1e-9)
+    assert res.mip_gap == pytest.approx(0.0, abs=1e-9)
+    assert res.dual_bound == pytest.approx(9.0)
+
+
+def test_milp_mixed_integrality() -> None:
+    # max x + y  s.t.  2x + 2y <= 5, x integer, y continuous:  x + y = 2.5.
+    res = solve_milp(
+        [1.0, 1.0],
+        [[2.0, 2.0]],
+        [5.0],
+        integrality=[1, 0],
+        maximize=True,
+        time_limit_s=10.0,
+        mip_rel_gap=0.0,
+    )
+    assert res.status is SolveStatus.OPTIMAL
+    assert res.objective == pytest.approx(2.5)
+    assert res.x is not None and float(res.x[0]).is_integer()
+    # All-integer (the default) loses the half.
+    whole = solve_milp([1.0, 1.0], [[2.0, 2.0]], [5.0], maximize=True, time_limit_s=10.0)
+    assert whole.objective == pytest.approx(2.0)
+
+
+def test_milp_accepts_scipy_bounds_and_equalities() -> None:
+    res = solve_milp(
+        [1.0, 1.0, 1.0],
+        A_eq=[[1.0, 2.0, 4.0]],
+        b_eq=[7.0],
+        bounds=Bounds([0, 0, 0], [1, 1, 1]),
+        time_limit_s=10.0,
+    )
+    assert res.status is SolveStatus.OPTIMAL
+    np.testing.assert_allclose(res.x, [1.0, 1.0, 1.0], atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["lp", "milp"])
+def test_infeasible_is_a_status_not_an_exception(solver: str) -> None:
+    # x + y >= 3 with both in [0, 1].
+    args = ([1.0, 1.0], [[-1.0, -1.0]], [-3.0])
+    if solver == "lp":
+        res = solve_lp(*args, bounds=[(0, 1), (0, 1)])
+    else:
+        res = solve_milp(*args, bounds=[(0, 1), (0, 1)], time_limit_s=5.0)
+    assert res.status is SolveStatus.INFEASIBLE
+    assert not res.ok and res.x is None and res.objective is None
+    assert "infeasible" in res.message.lower()
+
+
+def test_unbounded_lp_is_a_status() -> None:
+    res = solve_lp([-1.0, 0.0], bounds=[(0, None), (0, 1)])
+    assert res.status is SolveStatus.UNBOUNDED and res.x is None
+
+
+def test_time_limited_milp_reports_what_it_has() -> None:
+    # A 60-item knapsack with a limit far too short to prove optimality in general: the
+    # answer is optimal, or feasible and flagged as time-limited, or failed, and a returned
+    # point is always within the capacity.
+    rng = np.random.default_rng(7)
+    values = rng.integers(10, 100, 60).astype(float)
+    weights = rng.integers(10, 100, (1, 60)).astype(float)
+    cap = [float(weights.sum() / 3)]
+    res = solve_milp(values, weights, cap, bounds=(0, 1), maximize=True, time_limit_s=1e-3)
+    assert res.status in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT, SolveStatus.FAILED)
+    if res.ok:
+        assert res.x is not None and float((weights @ res.x)[0]) <= cap[0] + 1e-6
+        assert res.status.has_solution
+    else:
+        assert res.x is None and res.objective is None
+
+
+def test_milp_requires_a_time_limit() -> None:
+    with pytest.raises(TypeError, match="time_limit_s"):
+        solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, None, "5", True])
+def test_milp_refuses_an_invalid_time_limit(bad: object) -> None:
+    with pytest.raises(ValueError, match="time_limit_s"):
+        solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, time_limit_s=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mip_rel_gap": -0.1}, "mip_rel_gap"),
+        ({"integrality": [1, 0]}, "integrality"),
+        ({"bounds": [(0, 1), (0, 1)]}, "bounds"),
+    ],
+)
+def test_milp_refuses_bad_options(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, time_limit_s=1.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_lp_refuses_a_bad_time_limit_and_bad_costs() -> None:
+    with pytest.raises(ValueError, match="time_limit_s"):
+        solve_lp(LP_C, LP_A, LP_B, time_limit_s=-2.0)
+    with pytest.raises(ValueError, match="c must"):
+        solve_lp([[1.0, 2.0]], LP_A, LP_B)
+    with pytest.raises(ValueError, match="finite"):
+        solve_lp([1.0, math.nan], LP_A, LP_B)
+
+
+def test_result_is_frozen() -> None:
+    res = solve_lp(LP_C, LP_A, LP_B)
+    assert isinstance(res, SolveResult)
+    with pytest.raises(AttributeError):
+        res.objective = 1.0  # type: ignore[misc]

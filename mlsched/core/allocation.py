@@ -6,7 +6,7 @@ the gRPC edge translates indices to names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -57,6 +57,27 @@ class Placement:
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", _normalise(self.workers, "workers"))
         object.__setattr__(self, "ps", _normalise(self.ps, "ps"))
+        # Placements key every cache on the hot path: hash once.
+        object.__setattr__(
+            self, "_hash", hash((self.workers, self.ps, self.worker_type, self.ps_type, self.ring))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Placement):
+            return NotImplemented
+        return (
+            self._hash == other._hash  # type: ignore[attr-defined]
+            and self.workers == other.workers
+            and self.ps == other.ps
+            and self.worker_type == other.worker_type
+            and self.ps_type == other.ps_type
+            and self.ring == other.ring
+        )
 
     @classmethod
     def of(
@@ -126,6 +147,22 @@ class Allocation(Mapping[str, Placement]):
 
     def __len__(self) -> int:
         return len(self._placements)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._placements
+
+    # The Mapping mixins go through __getitem__ per item; the engine iterates every slot.
+    def items(self) -> ItemsView[str, Placement]:
+        return self._placements.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._placements.keys()
+
+    def values(self) -> ValuesView[Placement]:
+        return self._placements.values()
+
+    def get(self, job_id: str, default: Placement | None = None) -> Placement | None:  # type: ignore[override]
+        return self._placements.get(job_id, default)
 
     def __repr__(self) -> str:
         return f"Allocation(slot={self.slot}, jobs={len(self._placements)})"

@@ -97,7 +97,11 @@ class RuntimeEstimator(RuntimeModel):
         self._dirty: set[ProfileKey] = set()
         self.fits: dict[ProfileKey, FitResult] = {}
         self._priors: dict[ProfileKey, np.ndarray] = {}
-        self._cache: dict[tuple[str, Placement], tuple[float, float]] = {}
+        # Predictions, per profile key so a refit invalidates only what it changed.
+        self._cache: dict[ProfileKey, dict[tuple[str, Placement], tuple[float, float]]] = {}
+        # (key, compute row, comm row) per (job, placement): depend on neither fit nor slot.
+        self._rows: dict[tuple[str, Placement], tuple[ProfileKey, np.ndarray, np.ndarray]] = {}
+        self._fresh: dict[ProfileKey, int] = defaultdict(int)  # samples since the last fit
 
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
@@ -127,16 +131,32 @@ class RuntimeEstimator(RuntimeModel):
         return prior
 
     # RuntimeModel -----------------------------------------------------------------------
+    def _design(
+        self, job: JobSpec, placement: Placement
+    ) -> tuple[ProfileKey, np.ndarray, np.ndarray]:
+        ck = (job.job_id, placement)
+        rows = self._rows.get(ck)
+        if rows is None:
+            if len(self._rows) > 200_000:  # bound memory on long simulations
+                self._rows.clear()
+            dc, dm = self.family(job).design(job, placement, self.cluster)
+            rows = self._rows[ck] = (self.key(job, placement), dc, dm)
+        return rows
+
     def iteration_parts(self, job: JobSpec, placement: Placement) -> tuple[float, float]:
         ck = (job.job_id, placement)
-        hit = self._cache.get(ck)
+        key, dc, dm = self._design(job, placement)
+        cache = self._cache.get(key)
+        if cache is None:
+            cache = self._cache[key] = {}
+        hit = cache.get(ck)
         if hit is not None:
             return hit
-        fam = self.family(job)
-        parts = fam.predict(self.params(job, placement), job, placement, self.cluster)
-        if len(self._cache) > 200_000:  # bound memory on long simulations
-            self._cache.clear()
-        self._cache[ck] = parts
+        params = self.params(job, placement)
+        parts = (float(dc @ params), float(dm @ params))
+        if len(cache) > 100_000:
+            cache.clear()
+        cache[ck] = parts
         return parts
 
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
@@ -154,13 +174,13 @@ class RuntimeEstimator(RuntimeModel):
                 times,
             )
             return
-        fam = self.family(job)
-        dc, dm = fam.design(job, measurement.placement, self.cluster)
-        key = self.key(job, measurement.placement)
+        key, dc, dm = self._design(job, measurement.placement)
         self._samples[key].append(
             _Sample(dc, dm, measurement.compute_time_s, measurement.comm_time_s)
         )
-        self._priors.setdefault(key, self.params(job, measurement.placement).copy())
+        if key not in self._priors:
+            self._priors[key] = self.params(job, measurement.placement).copy()
+        self._fresh[key] += 1
         self._dirty.add(key)
 
     def refit(self) -> None:
@@ -170,6 +190,9 @@ class RuntimeEstimator(RuntimeModel):
         for key in sorted(self._dirty):
             samples = self._samples[key]
             fam = self._families[key[0]]
+            fresh, self._fresh[key] = self._fresh[key], 0
+            if self._explains(key, samples, fresh):
+                continue
             design = np.vstack([s.dc for s in samples] + [s.dm for s in samples])
             target = np.array([s.compute for s in samples] + [s.comm for s in samples])
             prior = self._prior_for_key(key, fam)
@@ -179,15 +202,31 @@ class RuntimeEstimator(RuntimeModel):
                 # A failed fit keeps the parameters in use (fit_linear logged why).
                 continue
             self.fits[key] = result
-            log.debug(
-                "[perfmodel] refit %s: %s pinned=%s rmse=%.3g",
-                key,
-                dict(zip(fam.param_names, np.round(result.params, 6), strict=True)),
-                result.pinned,
-                result.rmse,
-            )
+            if old is None or not np.array_equal(old.params, result.params):
+                self._cache.pop(key, None)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "[perfmodel] refit %s: %s pinned=%s rmse=%.3g",
+                    key,
+                    dict(zip(fam.param_names, np.round(result.params, 6), strict=True)),
+                    result.pinned,
+                    result.rmse,
+                )
         self._dirty.clear()
-        self._cache.clear()
+
+    def _explains(self, key: ProfileKey, samples: deque[_Sample], fresh: int) -> bool:
+        """True when the current fit already predicts every new sample exactly (so a refit
+        would return the same parameters): the common case once a model has converged on
+        noiseless data, and what keeps long simulations cheap."""
+        fit = self.fits.get(key)
+        if fit is None or not fit.ok or fit.rmse > 1e-9 or fresh > len(samples):
+            return False
+        p = fit.params
+        for s in list(samples)[len(samples) - fresh :]:
+            for row, measured in ((s.dc, s.compute), (s.dm, s.comm)):
+                if abs(float(row @ p) - measured) > 1e-12 * max(1.0, abs(measured)):
+                    return False
+        return True
 
     def _prior_for_key(self, key: ProfileKey, fam: PerfFamily) -> np.ndarray:
         old = self.fits.get(key)

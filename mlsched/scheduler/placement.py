@@ -61,8 +61,9 @@ def _fill(
         return False
     left = count
     if one_at_a_time:
-        # Cycle over the servers, one task per visit (round-robin spreading).
-        live = [s for s in servers if ledger.fits(s, demand)]
+        # Cycle over the servers, one task per visit (round-robin spreading). The first pass
+        # checks servers as it reaches them, so a small job looks at few servers.
+        live = list(servers)
         while left and live:
             nxt = []
             for s in live:

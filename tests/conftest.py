@@ -1,0 +1,38 @@
+"""Shared fixtures: small real clusters and jobs used across the test modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlsched.core import Cluster, JobSpec, Pool, ResourceVector, Server, Topology
+
+
+@pytest.fixture
+def tiny_cluster() -> Cluster:
+    """Two servers in one rack: a GPU worker server (V100) and a PS-only server."""
+    return Cluster(
+        (
+            Server(
+                "gpu0",
+                ResourceVector({"gpu": 4, "cpu": 16, "mem_gb": 64}),
+                pool=Pool.WORKER,
+                gpu_type="V100",
+            ),
+            Server("ps0", ResourceVector({"cpu": 8, "mem_gb": 32}), pool=Pool.PS),
+        ),
+        Topology(intra_server_gbps=100.0),
+    )
+
+
+@pytest.fixture
+def ps_job() -> JobSpec:
+    """An async PS job of 100 units: one worker (1 GPU) and one PS."""
+    return JobSpec(
+        "ps-job",
+        chunks=2,
+        batches_per_chunk=50,
+        worker=ResourceVector({"gpu": 1, "cpu": 2}),
+        ps=ResourceVector({"cpu": 1}),
+        compute_s=0.1,
+        gradient_mb=1.0,
+    )

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install protos demo test lint bench clean horovod
 
 install: $(STAMP)
 
@@ -15,7 +15,14 @@ $(STAMP): pyproject.toml
 	# torch first and pinned: a looser requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e '.[dev]'
+	$(MAKE) protos
 	touch $(STAMP)
+
+# gRPC stubs are generated from protos/ at install time, never committed. They land in
+# mlsched/v1/, matching the proto package mlsched.v1 so the generated imports resolve.
+protos:
+	$(BIN)/python -m grpc_tools.protoc -I protos --python_out=. --grpc_python_out=. \
+		--pyi_out=. protos/mlsched/v1/*.proto
 
 demo: install
 	$(BIN)/mlsched demo
@@ -30,6 +37,11 @@ lint: install
 
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks
+
+# Optional: Horovod 0.28.1 (PyTorch + Gloo, CPU) built from its sdist patched to C++17 (the
+# release asks for C++14, which torch >= 2.1 headers reject). Nothing else needs it.
+horovod: install
+	bash scripts/build_horovod.sh $(VENV)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -110,11 +110,6 @@ def test_horovod_job_trains_and_checkpoints(horovod_run: tuple[Path, JobOutcome]
     assert len(sums) == 2 and sums[0] == sums[1]
 
 
-@pytest.mark.xfail(
-    reason="run._role_name labels every Horovod process with --rank (0): metrics lines "
-    "should carry hvd.rank() / HOROVOD_RANK (see docs/horovod.md, known issues)",
-    strict=False,
-)
 def test_horovod_metrics_carry_each_ranks_own_rank(horovod_run: tuple[Path, JobOutcome]) -> None:
     ckpt, _ = horovod_run
     assert {r["rank"] for r in _records(ckpt, "iter")} == {0, 1}

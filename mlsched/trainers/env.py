@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["local_rank", "master_addr", "master_port", "rank", "under_torchrun", "world_size"]
+__all__ = [
+    "horovod_rank",
+    "local_rank",
+    "master_addr",
+    "master_port",
+    "rank",
+    "under_torchrun",
+    "world_size",
+]
 
 
 def under_torchrun() -> bool:
@@ -32,6 +40,12 @@ def world_size() -> int:
 def local_rank() -> int:
     """Rank on this machine (``LOCAL_RANK``), which selects the GPU."""
     return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def horovod_rank() -> int | None:
+    """Global rank under horovodrun (``HOROVOD_RANK``), None outside it."""
+    value = os.environ.get("HOROVOD_RANK")
+    return int(value) if value is not None else None
 
 
 def master_addr() -> str:

@@ -135,7 +135,13 @@ def stop_gracefully(pid: int) -> None:
     try:
         proc = psutil.Process(pid)
         children = proc.children(recursive=True)
-        trainers = [c for c in children if "mlsched.trainers" in " ".join(c.cmdline())]
+        # Only the Python trainers themselves: a launcher's shell wrapper (horovodrun runs
+        # ranks through `sh -c`) killed by SIGTERM would count as a failed rank.
+        trainers = [
+            c
+            for c in children
+            if "python" in c.name().lower() and "mlsched.trainers" in " ".join(c.cmdline())
+        ]
         for target in trainers or [proc]:
             target.send_signal(signal.SIGTERM)
     except psutil.NoSuchProcess:

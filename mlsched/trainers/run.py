@@ -51,6 +51,8 @@ def _role_name(cfg: TrainConfig) -> tuple[str, int]:
     if cfg.arch == "allreduce":
         if cfg.backend is Backend.DDP and env.under_torchrun():
             return "rank", env.rank()
+        if cfg.backend is Backend.HOROVOD and env.horovod_rank() is not None:
+            return "rank", env.horovod_rank() or 0
         return "rank", cfg.rank
     return cfg.role.value, cfg.rank
 

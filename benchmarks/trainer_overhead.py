@@ -281,8 +281,9 @@ def run_trainer(
     iters = [r for r in records if r.get("type") == "iter"]
     streams: dict[Any, list[tuple[float, float, int]]] = {}
     for r in iters:
-        # All-reduce ranks run in lockstep: one stream of steps (the Horovod trainer labels
-        # every rank 0, so ranks are not told apart here). PS workers: one stream each.
+        # All-reduce ranks run in lockstep: one stream of steps (ranks need not be told
+        # apart, which also holds for trainers that label every rank 0). PS workers: one
+        # stream each.
         key = (r["role"], r["rank"]) if cfg.arch == "ps" else "allreduce"
         streams.setdefault(key, []).append(
             (float(r["t"]), float(r["compute_time"]) + float(r["comm_time"]), int(r["step"]))

@@ -44,8 +44,10 @@ def timeout(cfg: TrainConfig) -> timedelta:
     return timedelta(seconds=cfg.timeout_s)
 
 
-def seed_all(cfg: TrainConfig, step: int) -> None:
-    torch.manual_seed(zlib.crc32(f"{cfg.seed}:{step}:{cfg.global_rank}".encode()))
+def seed_all(cfg: TrainConfig, step: int, rank: int) -> None:
+    """Seed from (seed, step the run starts at, the process's own rank): replicas draw
+    different dropout masks, and a resumed run does not replay the first run's draws."""
+    torch.manual_seed(zlib.crc32(f"{cfg.seed}:{step}:{rank}".encode()))
 
 
 def device_for(cfg: TrainConfig) -> torch.device:

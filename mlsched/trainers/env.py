@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "gpu_local_rank",
     "horovod_rank",
     "local_rank",
     "master_addr",
@@ -46,6 +47,15 @@ def horovod_rank() -> int | None:
     """Global rank under horovodrun (``HOROVOD_RANK``), None outside it."""
     value = os.environ.get("HOROVOD_RANK")
     return int(value) if value is not None else None
+
+
+def gpu_local_rank() -> int:
+    """Which local GPU this process drives: torchrun's ``LOCAL_RANK`` or horovodrun's
+    ``HOROVOD_LOCAL_RANK``; 0 for a process started on its own."""
+    for name in ("LOCAL_RANK", "HOROVOD_LOCAL_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
 
 
 def master_addr() -> str:

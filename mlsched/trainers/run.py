@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from mlsched.trainers import env
+from mlsched.trainers.checkpoint import latest_step
 from mlsched.trainers.common import StopFlag, build_trainee, seed_all, timeout
 from mlsched.trainers.config import Backend, Role, TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
@@ -66,8 +67,10 @@ def param_checksum(model: torch.nn.Module) -> list[float]:
 
 def run(cfg: TrainConfig) -> int:
     role, rank = _role_name(cfg)
+    # Unique across the job: PS and worker indices overlap, the global rank does not.
+    seed_rank = cfg.global_rank if cfg.arch == "ps" else rank
     if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
-        torch.cuda.set_device(env.local_rank() if env.under_torchrun() else 0)
+        torch.cuda.set_device(env.gpu_local_rank())
     sink = MetricsSink(cfg.metrics, static={"job": cfg.job_id, "role": role, "rank": rank})
     stop = StopFlag().install()
     stats = IterationStats(batch_size=cfg.batch_size)
@@ -86,11 +89,11 @@ def run(cfg: TrainConfig) -> int:
             import horovod.torch as hvd
 
             hvd.init()
-            seed_all(cfg, 0)
+            seed_all(cfg, latest_step(cfg.checkpoint_dir) or 0, seed_rank)
             step = run_horovod(cfg, trainee, stop, sink, stats)
         else:
             _init_process_group(cfg)
-            seed_all(cfg, 0)
+            seed_all(cfg, latest_step(cfg.checkpoint_dir) or 0, seed_rank)
             if cfg.arch == "allreduce":
                 from mlsched.trainers.allreduce.ddp import run_ddp
 

@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from mlsched.trainers.checkpoint import TrainState
+from mlsched.trainers.checkpoint import TrainState, save
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.data import make_dataset
+from mlsched.trainers.metrics import MetricsSink
 from mlsched.trainers.models import build_model
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "build_trainee",
     "momentum_by_name",
     "restore",
+    "save_replica",
     "seed_all",
     "sgd",
     "snapshot",
@@ -182,3 +184,21 @@ def restore(
             buf = state.momentum.get(name)
             if buf is not None:
                 opt.state[p]["momentum_buffer"] = buf.to(p.device).clone()
+
+
+def save_replica(
+    cfg: TrainConfig,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sink: MetricsSink,
+    step: int,
+    data_cursor: int,
+    layout: dict[str, Any],
+) -> None:
+    """Checkpoint a replica (an all-reduce rank's full model and optimizer) and log it."""
+    save(
+        cfg.checkpoint_dir,
+        snapshot(cfg, model, momentum_by_name(model, opt), step, data_cursor, layout),
+        keep=cfg.checkpoint_keep,
+    )
+    sink.emit({"type": "event", "event": "checkpoint", "step": step})

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["IterationStats", "MetricsSink"]
+__all__ = ["IterationStats", "MetricsSink", "record_iteration"]
 
 
 class MetricsSink:
@@ -141,3 +141,32 @@ class IterationStats:
             "first_loss": self.first_loss,
             "final_loss": self.last_loss,
         }
+
+
+def record_iteration(
+    stats: IterationStats,
+    sink: MetricsSink,
+    *,
+    step: int,
+    compute_s: float,
+    comm_s: float,
+    sent: float,
+    recv: float,
+    loss: float,
+    batch: int,
+) -> None:
+    """Add one iteration to the running totals and write its ``iter`` line."""
+    stats.add(compute_s, comm_s, sent, recv, loss)
+    sink.emit(
+        {
+            "type": "iter",
+            "step": step,
+            "compute_time": compute_s,
+            "comm_time": comm_s,
+            "bytes_sent": sent,
+            "bytes_recv": recv,
+            "loss": loss,
+            "batch": batch,
+            "t": time.time(),
+        }
+    )

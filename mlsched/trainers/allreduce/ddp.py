@@ -21,10 +21,16 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from mlsched.trainers.checkpoint import load_latest, save
-from mlsched.trainers.common import StopFlag, Trainee, momentum_by_name, restore, sgd, snapshot
+from mlsched.trainers.checkpoint import load_latest
+from mlsched.trainers.common import (
+    StopFlag,
+    Trainee,
+    restore,
+    save_replica,
+    sgd,
+)
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.metrics import IterationStats, MetricsSink
+from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 
 __all__ = ["run_ddp"]
 
@@ -109,36 +115,29 @@ def run_ddp(
         total = time.perf_counter() - t1
         comm = timer.seconds + t_flag
         compute = max(0.0, total - timer.seconds)
-        stats.add(compute, comm, ring_bytes, ring_bytes, loss_value)
-        sink.emit(
-            {
-                "type": "iter",
-                "step": step,
-                "compute_time": compute,
-                "comm_time": comm,
-                "bytes_sent": ring_bytes,
-                "bytes_recv": ring_bytes,
-                "loss": loss_value,
-                "batch": cfg.batch_size,
-                "t": time.time(),
-            }
+        record_iteration(
+            stats,
+            sink,
+            step=step,
+            compute_s=compute,
+            comm_s=comm,
+            sent=ring_bytes,
+            recv=ring_bytes,
+            loss=loss_value,
+            batch=cfg.batch_size,
         )
         step += 1
         if cfg.log_every and step % cfg.log_every == 0:
             log.info("[rank %d] step %d loss %.4f", rank, step, loss_value)
     if rank == 0:
-        save(
-            cfg.checkpoint_dir,
-            snapshot(
-                cfg,
-                model,
-                momentum_by_name(model, opt),
-                step,
-                cursor + (step - start) * world,
-                {"world_size": world, "backend": "ddp"},
-            ),
-            keep=cfg.checkpoint_keep,
+        save_replica(
+            cfg,
+            model,
+            opt,
+            sink,
+            step,
+            cursor + (step - start) * world,
+            {"world_size": world, "backend": "ddp"},
         )
-        sink.emit({"type": "event", "event": "checkpoint", "step": step})
     dist.barrier()
     return step

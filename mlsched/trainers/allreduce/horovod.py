@@ -13,10 +13,16 @@ from typing import Any
 
 import torch
 
-from mlsched.trainers.checkpoint import load_latest, save
-from mlsched.trainers.common import StopFlag, Trainee, momentum_by_name, restore, sgd, snapshot
+from mlsched.trainers.checkpoint import load_latest
+from mlsched.trainers.common import (
+    StopFlag,
+    Trainee,
+    restore,
+    save_replica,
+    sgd,
+)
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.metrics import IterationStats, MetricsSink
+from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 
 __all__ = ["horovod_available", "run_horovod"]
 
@@ -77,34 +83,27 @@ def run_horovod(
         loss_value = float(loss.detach())
         t4 = time.perf_counter()
         compute, comm = (t2 - t1) + (t4 - t3), (t3 - t2) + t_flag
-        stats.add(compute, comm, ring_bytes, ring_bytes, loss_value)
-        sink.emit(
-            {
-                "type": "iter",
-                "step": step,
-                "compute_time": compute,
-                "comm_time": comm,
-                "bytes_sent": ring_bytes,
-                "bytes_recv": ring_bytes,
-                "loss": loss_value,
-                "batch": cfg.batch_size,
-                "t": time.time(),
-            }
+        record_iteration(
+            stats,
+            sink,
+            step=step,
+            compute_s=compute,
+            comm_s=comm,
+            sent=ring_bytes,
+            recv=ring_bytes,
+            loss=loss_value,
+            batch=cfg.batch_size,
         )
         step += 1
     if rank == 0:
-        save(
-            cfg.checkpoint_dir,
-            snapshot(
-                cfg,
-                model,
-                momentum_by_name(model, opt),
-                step,
-                cursor + (step - start) * world,
-                {"world_size": world, "backend": "horovod"},
-            ),
-            keep=cfg.checkpoint_keep,
+        save_replica(
+            cfg,
+            model,
+            opt,
+            sink,
+            step,
+            cursor + (step - start) * world,
+            {"world_size": world, "backend": "horovod"},
         )
-        sink.emit({"type": "event", "event": "checkpoint", "step": step})
     hvd_mod.allreduce(torch.zeros(1), name="done")  # nobody exits before the checkpoint
     return step

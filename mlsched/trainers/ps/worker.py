@@ -16,7 +16,7 @@ import torch.distributed as dist
 from mlsched.trainers.checkpoint import load_latest
 from mlsched.trainers.common import StopFlag, Trainee, restore
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.metrics import IterationStats, MetricsSink
+from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 from mlsched.trainers.ps.layout import FlatLayout
 from mlsched.trainers.ps.protocol import (
     GOODBYE,
@@ -91,19 +91,16 @@ def run_worker(
         t2 = time.perf_counter()
         sent = sum(m.numel() for m in pushes) * 4
         recv = sum(m.numel() for m in inboxes) * 4
-        stats.add(t1 - t0, t2 - t1, sent, recv, loss_value)
-        sink.emit(
-            {
-                "type": "iter",
-                "step": this_step,
-                "compute_time": t1 - t0,
-                "comm_time": t2 - t1,
-                "bytes_sent": sent,
-                "bytes_recv": recv,
-                "loss": loss_value,
-                "batch": cfg.batch_size,
-                "t": time.time(),
-            }
+        record_iteration(
+            stats,
+            sink,
+            step=this_step,
+            compute_s=t1 - t0,
+            comm_s=t2 - t1,
+            sent=sent,
+            recv=recv,
+            loss=loss_value,
+            batch=cfg.batch_size,
         )
         sync_round += 1
         if cfg.log_every and stats.steps % cfg.log_every == 0:

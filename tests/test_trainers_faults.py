@@ -7,7 +7,7 @@ What each signal does:
 
 * SIGTERM to one PS worker: it asks PS 0 (in its next push) to stop handing out steps; every
   process finishes the steps already granted, PS 0 writes the checkpoint, all exit 0.
-* SIGTERM to one DDP rank: the per-step stop-flag all-reduce stops every rank at the same
+* SIGTERM to one DDP rank: the stop vote (an all-reduce per step) stops every rank at the same
   step, rank 0 checkpoints, all ranks and torchrun exit 0.
 * SIGTERM to torchrun's process group (what an agent does to a task): the ranks stop and
   checkpoint exactly as above and exit 0, but torchrun itself turns the signal into a
@@ -22,6 +22,7 @@ What each signal does:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -30,11 +31,13 @@ from pathlib import Path
 
 import pytest
 from trainer_helpers import (
+    PYTHON,
     checkpoint,
     make_config,
     of_type,
     read_records,
     reap,
+    start,
     start_job,
     steps_of,
     torchrun_ranks,
@@ -215,3 +218,34 @@ def test_stop_flag_turns_sigterm_and_a_first_sigint_into_a_stop() -> None:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_a_trainer_whose_launcher_dies_stops_and_checkpoints(tmp_path: Path) -> None:
+    """An agent that crashes must not leave its trainers running unsupervised."""
+    cfg = with_port(make_config(tmp_path, "orphan", arch="allreduce", stop_step=100_000))
+    # A launcher that starts the trainer and then waits: killing it orphans the trainer.
+    trainer = " ".join(f"'{a}'" for a in [PYTHON, "-m", "mlsched.trainers", *cfg.to_args()])
+    launcher = start(["sh", "-c", f"{trainer} & echo $! > {tmp_path / 'pid'}; wait"])
+    try:
+        wait_for_iterations(cfg.metrics, 3, procs=[launcher])
+        os.killpg(launcher.pid, 0)  # still alive
+        launcher.kill()  # SIGKILL the launcher only (the trainer is its child, same group)
+        launcher.wait(timeout=10)
+        pid = int((tmp_path / "pid").read_text())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError("the orphaned trainer kept running")
+        records = read_records(cfg.metrics)
+        summary = [r for r in records if r.get("type") == "summary"]
+        assert summary and "launcher" in summary[-1]["stopped_by"]
+        assert [r for r in records if r.get("event") == "checkpoint"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)

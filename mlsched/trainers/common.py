@@ -8,6 +8,7 @@ continues the same stream whatever its new layout.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import zlib
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mlsched.trainers.checkpoint import TrainState, save
+from mlsched.trainers.checkpoint import TrainState, load_latest, save
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.data import make_dataset
 from mlsched.trainers.metrics import MetricsSink
@@ -32,6 +33,7 @@ __all__ = [
     "build_trainee",
     "momentum_by_name",
     "restore",
+    "resume",
     "save_replica",
     "seed_all",
     "sgd",
@@ -80,6 +82,21 @@ class StopFlag:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+        return self
+
+    def watch_parent(self, every_s: float = 1.0) -> StopFlag:
+        """Stop (and checkpoint) if the process that launched this one dies: an agent or
+        launcher that crashed must not leave trainers running that nobody supervises."""
+        parent = os.getppid()
+
+        def watch() -> None:
+            while not self._event.wait(every_s):
+                if os.getppid() != parent:
+                    self.set(f"launcher (pid {parent}) exited")
+                    return
+
+        if parent > 1:
+            threading.Thread(target=watch, name="parent-watch", daemon=True).start()
         return self
 
     def set(self, reason: str) -> None:
@@ -186,6 +203,15 @@ def restore(
                 opt.state[p]["momentum_buffer"] = buf.to(p.device).clone()
 
 
+def resume(cfg: TrainConfig, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[int, int]:
+    """Load the latest checkpoint of ``cfg.checkpoint_dir`` if any: (start step, data cursor)."""
+    state = load_latest(cfg.checkpoint_dir)
+    if state is None:
+        return 0, 0
+    restore(model, state, opt, cfg)
+    return state.step, state.data_cursor
+
+
 def save_replica(
     cfg: TrainConfig,
     model: nn.Module,
@@ -201,4 +227,4 @@ def save_replica(
         snapshot(cfg, model, momentum_by_name(model, opt), step, data_cursor, layout),
         keep=cfg.checkpoint_keep,
     )
-    sink.emit({"type": "event", "event": "checkpoint", "step": step})
+    sink.emit({"type": "event", "event": "checkpoint", "step": step, "data_cursor": data_cursor})

@@ -72,7 +72,7 @@ def run(cfg: TrainConfig) -> int:
     if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
         torch.cuda.set_device(env.gpu_local_rank())
     sink = MetricsSink(cfg.metrics, static={"job": cfg.job_id, "role": role, "rank": rank})
-    stop = StopFlag().install()
+    stop = StopFlag().install().watch_parent()
     stats = IterationStats(batch_size=cfg.batch_size)
     sampler: TelemetrySampler | None = None
     t_start = time.time()

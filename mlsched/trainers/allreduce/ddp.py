@@ -7,9 +7,9 @@ Launched by torchrun (rank, world size and master address come from its environm
 Measurement: the papers' models are additive (compute + communication), so by default
 gradients are all-reduced *inside* a DDP communication hook that runs synchronously and is
 timed (spec 003: "measure with overlap off"); ``comm_time`` is the time spent in the hooks
-plus the per-step stop-flag reduction, ``compute_time`` the rest of the iteration. With
+plus the wait for the stop vote (:mod:`.vote`), ``compute_time`` the rest of the iteration. With
 ``overlap=True`` DDP's own asynchronous all-reduce is used and ``comm_time`` is only the
-stop-flag reduction (a lower bound).
+stop-vote wait (a lower bound).
 """
 
 from __future__ import annotations
@@ -21,14 +21,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from mlsched.trainers.checkpoint import load_latest
-from mlsched.trainers.common import (
-    StopFlag,
-    Trainee,
-    restore,
-    save_replica,
-    sgd,
-)
+from mlsched.trainers.allreduce.vote import StopVote, TorchReducer
+from mlsched.trainers.common import StopFlag, Trainee, resume, save_replica, sgd
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 
@@ -79,11 +73,7 @@ def run_ddp(
     rank, world = dist.get_rank(), dist.get_world_size()
     model = trainee.model
     opt = sgd(cfg, model.parameters())
-    state = load_latest(cfg.checkpoint_dir)
-    start, cursor = 0, 0
-    if state is not None:
-        restore(model, state, opt, cfg)
-        start, cursor = state.step, state.data_cursor
+    start, cursor = resume(cfg, model, opt)
     device_ids = [trainee.device.index] if trainee.device.type == "cuda" else None
     ddp = DistributedDataParallel(model, device_ids=device_ids)
     timer = _HookTimer(world)
@@ -91,17 +81,11 @@ def run_ddp(
         ddp.register_comm_hook(timer, _timed_allreduce)
     grad_bytes = sum(p.numel() for p in model.parameters() if p.requires_grad) * 4
     ring_bytes = 2.0 * grad_bytes * (world - 1) / world
-    flag = torch.zeros(1, device=trainee.device)
+    vote = StopVote(stop, TorchReducer(trainee.device))
     sink.emit({"type": "event", "event": "start", "step": start, "world": world})
     step = start
     while step < cfg.stop_step:
-        t0 = time.perf_counter()
-        flag.fill_(1.0 if stop else 0.0)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        t_flag = time.perf_counter() - t0
-        if flag.item() > 0:
-            if not stop:
-                stop.set("requested by a peer")
+        if vote.should_stop():
             break
         timer.seconds = 0.0
         t1 = time.perf_counter()
@@ -113,7 +97,7 @@ def run_ddp(
         opt.step()
         loss_value = float(loss.detach())  # synchronises a GPU stream
         total = time.perf_counter() - t1
-        comm = timer.seconds + t_flag
+        comm = timer.seconds + vote.seconds
         compute = max(0.0, total - timer.seconds)
         record_iteration(
             stats,
@@ -129,6 +113,7 @@ def run_ddp(
         step += 1
         if cfg.log_every and step % cfg.log_every == 0:
             log.info("[rank %d] step %d loss %.4f", rank, step, loss_value)
+    vote.finish()
     if rank == 0:
         save_replica(
             cfg,

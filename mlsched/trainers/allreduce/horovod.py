@@ -13,14 +13,8 @@ from typing import Any
 
 import torch
 
-from mlsched.trainers.checkpoint import load_latest
-from mlsched.trainers.common import (
-    StopFlag,
-    Trainee,
-    restore,
-    save_replica,
-    sgd,
-)
+from mlsched.trainers.allreduce.vote import CallbackReducer, StopVote
+from mlsched.trainers.common import StopFlag, Trainee, resume, save_replica, sgd
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 
@@ -46,24 +40,22 @@ def run_horovod(
     rank, world = hvd_mod.rank(), hvd_mod.size()
     model = trainee.model
     opt = sgd(cfg, model.parameters())
-    state = load_latest(cfg.checkpoint_dir)
-    start, cursor = 0, 0
-    if state is not None:
-        restore(model, state, opt, cfg)
-        start, cursor = state.step, state.data_cursor
+    start, cursor = resume(cfg, model, opt)
     hvd_mod.broadcast_parameters(model.state_dict(), root_rank=0)
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() for p in params) * 4
     ring_bytes = 2.0 * grad_bytes * (world - 1) / world
     sink.emit({"type": "event", "event": "start", "step": start, "world": world})
+    vote = StopVote(
+        stop,
+        CallbackReducer(
+            lambda v: hvd_mod.allreduce_async(torch.tensor([v]), op=hvd_mod.Max, name="stop"),
+            lambda handle: float(hvd_mod.synchronize(handle)[0]),
+        ),
+    )
     step = start
     while step < cfg.stop_step:
-        t0 = time.perf_counter()
-        flag = hvd_mod.allreduce(torch.tensor([1.0 if stop else 0.0]), op=hvd_mod.Max, name="stop")
-        t_flag = time.perf_counter() - t0
-        if float(flag[0]) > 0:
-            if not stop:
-                stop.set("requested by a peer")
+        if vote.should_stop():
             break
         t1 = time.perf_counter()
         model.train()
@@ -82,7 +74,7 @@ def run_horovod(
         opt.step()
         loss_value = float(loss.detach())
         t4 = time.perf_counter()
-        compute, comm = (t2 - t1) + (t4 - t3), (t3 - t2) + t_flag
+        compute, comm = (t2 - t1) + (t4 - t3), (t3 - t2) + vote.seconds
         record_iteration(
             stats,
             sink,
@@ -95,6 +87,7 @@ def run_horovod(
             batch=cfg.batch_size,
         )
         step += 1
+    vote.finish()
     if rank == 0:
         save_replica(
             cfg,

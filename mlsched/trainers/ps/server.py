@@ -143,8 +143,9 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
                     h.wait()
         sink.emit({"type": "ps_update", "step": step, "update_time": update_s})
 
-    _gather_and_save(cfg, trainee, layout, shard, step)
-    sink.emit({"type": "event", "event": "checkpoint" if head else "stop", "step": step})
+    cursor = _gather_and_save(cfg, trainee, layout, shard, step)
+    event: dict[str, object] = {"type": "event", "event": "checkpoint" if head else "stop"}
+    sink.emit({**event, "step": step, "data_cursor": cursor})
     return step
 
 
@@ -160,11 +161,14 @@ def _check_owed(owed: dict[int, float], timeout_s: float) -> None:
 
 def _gather_and_save(
     cfg: TrainConfig, trainee: Trainee, layout: FlatLayout, shard: _Shard, step: int
-) -> None:
-    """Shards and momentum go to PS 0, with worker 0's buffers; PS 0 writes the checkpoint."""
+) -> int:
+    """Shards and momentum go to PS 0, with worker 0's buffers; PS 0 writes the checkpoint.
+    Returns the data cursor at ``step``."""
+    # Async: one mini-batch per step (ticket); sync: one per worker per step.
+    cursor = shard.cursor + (step - shard.start) * (1 if cfg.mode == "async" else cfg.num_workers)
     if cfg.rank != 0:
         dist.send(torch.cat([shard.param.data, shard.momentum()]), 0, tag=TAG_GATHER)
-        return
+        return cursor
     params = torch.zeros(layout.total)
     momentum = torch.zeros(layout.total)
     params[shard.lo : shard.hi] = shard.param.data
@@ -195,8 +199,8 @@ def _gather_and_save(
         model,
         layout.unflatten(momentum),
         step,
-        # Async: one mini-batch per step (ticket); sync: one per worker per step.
-        shard.cursor + (step - shard.start) * (1 if cfg.mode == "async" else cfg.num_workers),
+        cursor,
         {"num_workers": cfg.num_workers, "num_ps": cfg.num_ps},
     )
     save(cfg.checkpoint_dir, state, keep=cfg.checkpoint_keep)
+    return cursor

@@ -2,8 +2,9 @@
 
 Subcommands: ``simulate`` (one policy on one workload), ``policies``, ``workloads`` and
 ``experiments`` (what is registered), ``experiment NAME`` (a named comparison with
-``results.json`` and plots) and ``demo`` (a few-second simulated comparison; the
-real-cluster demo comes later). Bad input (unknown names, bad files, bad values) prints
+``results.json`` and plots), ``train`` (one job on this machine), the testbed's
+``controller``, ``agent``, ``submit``, ``status`` and ``cancel``, and ``demo`` (a
+controller and two agents training for real; ``--simulated``: a simulated comparison). Bad input (unknown names, bad files, bad values) prints
 one line naming the problem and exits with status 2; a failing policy exits with 1.
 Options that read ``MLSCHED_<NAME>`` take a flag over the environment over the default.
 """
@@ -22,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from mlsched.agent.cli import add_agent_args, run_agent
+from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.scheduler.registry import available
 from mlsched.testbed.experiments import experiments, run_experiment
@@ -171,13 +174,28 @@ def get_args_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="a few-second simulated comparison on the demo workload",
-        description="Simulate the baseline policies on the built-in demo workload and "
-        "print what each did. (The real-cluster demo comes later.)",
+        help="a controller and two agents on this machine train a ResNet/VGG mix for real",
+        description="Start a controller and two agents on localhost, submit a small mix of "
+        "ResNet/VGG parameter-server and all-reduce jobs, train them on the CPU over "
+        "several slots with --policy, and print a per-job table. With --simulated: a "
+        "few-second simulated comparison of the policies on the demo workload instead.",
     )
-    p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
-    p.add_argument("--policy", action="append", default=[], help="policy (repeatable)")
+    p.add_argument(
+        "--policy", action="append", default=[], help="policy (repeatable with --simulated)"
+    )
+    p.add_argument("--slots", type=_positive_int, default=10, help="slots to run at most")
+    p.add_argument("--slot-seconds", type=_positive_float, default=15.0, help="slot length (s)")
+    p.add_argument("--workdir", type=Path, help="keep state, logs and checkpoints here")
+    p.add_argument("--simulated", action="store_true", help="simulated comparison instead")
+    p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")
     add_train_parser(sub)
+    add_cluster_parsers(sub)
+    p = sub.add_parser(
+        "agent",
+        help="run a node agent (launches the trainers the controller assigns)",
+        description="Register this machine with a controller and run the tasks it assigns.",
+    )
+    add_agent_args(p)
     return parser
 
 
@@ -256,7 +274,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             progress=_progress_enabled(),
         )
     if cmd == "demo":
-        return Config(cmd, policies=tuple(args.policy), seed=args.seed)
+        return Config(cmd, policies=tuple(args.policy), seed=args.seed)  # --simulated
     if cmd == "train":
         return Config(cmd, train=train_config(args))
     return Config(cmd)
@@ -352,8 +370,7 @@ def _experiment(config: Config) -> int:
 
 
 def _demo(config: Config) -> int:
-    """A short simulated comparison on the ``demo`` workload. The real-cluster demo (a
-    controller and agents training for real, ``make demo``) comes later."""
+    """``demo --simulated``: a short simulated comparison on the ``demo`` workload."""
     policies = list(config.policies) or baseline_policies()
     check_policies(policies)
     workload = load_workload("demo", seed=config.seed)
@@ -363,6 +380,23 @@ def _demo(config: Config) -> int:
     for failure in failures:
         print(f"warning: {failure.policy} failed: {failure.error}", file=sys.stderr)
     return 0 if summaries else 1
+
+
+def _cluster_demo(args: argparse.Namespace) -> int:
+    from mlsched.testbed.cluster_demo import demo_report, run_cluster_demo
+
+    if len(args.policy) > 1:
+        raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")
+    policy = args.policy[0] if args.policy else "fifo"
+    check_policies([policy])
+    statuses = run_cluster_demo(
+        policy=policy, slots=args.slots, slot_seconds=args.slot_seconds, workdir=args.workdir
+    )
+    print()
+    print(demo_report(statuses))
+    done = sum(1 for s in statuses.values() if s.state == "done")
+    print(f"\n{done} of {len(statuses)} jobs done with policy {policy}.")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -376,6 +410,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
+        if args.command in CLUSTER_COMMANDS:
+            return run_cluster_command(args)
+        if args.command == "agent":
+            return run_agent(args)
+        if args.command == "demo" and not args.simulated:
+            return _cluster_demo(args)
         return run(config_from_args(args))
     except SpecError as err:
         print(f"mlsched: error: {err}", file=sys.stderr)

@@ -395,7 +395,7 @@ def test_admission_queries() -> None:
 
 @pytest.mark.parametrize("state", list(JobState), ids=lambda s: s.value)
 def test_job_states_are_final_or_active_or_pending(state: JobState) -> None:
-    final = state in (JobState.DONE, JobState.REJECTED, JobState.FAILED)
+    final = state in (JobState.DONE, JobState.REJECTED, JobState.FAILED, JobState.CANCELLED)
     assert state.is_final is final
     assert state.is_active is (not final and state is not JobState.PENDING)
 

@@ -165,16 +165,22 @@ class Engine:
         self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
         self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
         self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        self._seed = seed
+        self._catalogue = tuple(j.public() for j in catalogue)
+        self._parked: dict[str, JobRecord] = {}  # admitted, but the policy could not re-admit
+        self._setup_policy()
+
+    def _setup_policy(self) -> None:
         self._call(
             "setup",
-            policy.setup,
+            self.policy.setup,
             RunContext(
-                cluster=cluster,
+                cluster=self.cluster,
                 slot_seconds=self.slot_seconds,
-                horizon=horizon,
-                seed=seed,
-                runtime=runtime,
-                catalogue=tuple(j.public() for j in catalogue),
+                horizon=self.horizon,
+                seed=self._seed,
+                runtime=self.runtime,
+                catalogue=self._catalogue,
             ),
         )
 
@@ -193,6 +199,114 @@ class Engine:
     def submit_all(self, jobs: Iterable[JobSpec]) -> None:
         for job in sorted(jobs, key=lambda j: j.arrival_slot):
             self.submit(job)
+
+    # Changes from outside the slot loop (the testbed controller) -------------------------
+    def cancel(self, job_id: str, reason: str = "cancelled by its user") -> JobRecord:
+        """End a pending or active job now; its resources are free from the next slot."""
+        return self._end(job_id, JobState.CANCELLED, reason)
+
+    def fail(self, job_id: str, reason: str) -> JobRecord:
+        """End an active job that cannot run (e.g. its training keeps crashing)."""
+        return self._end(job_id, JobState.FAILED, reason)
+
+    def _end(self, job_id: str, state: JobState, reason: str) -> JobRecord:
+        if job_id in self._pending_ids:
+            job = next(j for j in self._arrivals if j.job_id == job_id)
+            self._arrivals.remove(job)
+            self._pending_ids.discard(job_id)
+            self.records[job_id] = JobRecord(job)
+        record = self.records.get(job_id)
+        if record is None:
+            raise SpecError("job_id", job_id, "the id of a submitted job")
+        if record.state.is_final:
+            raise SpecError(
+                "job_id", job_id, f"a job that is not final (it is {record.state.value})"
+            )
+        record.state, record.reason = state, reason
+        self._parked.pop(job_id, None)
+        if self._active.pop(job_id, None) is not None:
+            prev = self._prev.pop(job_id, None)
+            if prev is not None:
+                for s, u in self._rows(record.spec, prev):
+                    self._used[s] -= u
+            self.policy.release(job_id)
+        return record
+
+    def reconfigure(self, cluster: Cluster, policy: Policy) -> list[str]:
+        """Continue on another cluster (agents joined or were lost) with a fresh policy.
+
+        The runtime model, records and slot clock carry over. Every admitted job is admitted
+        again by the new policy in its original admission order, whatever the policy answers:
+        an admission stands (the price was agreed). A job the new policy will not take (it no
+        longer fits) waits, paused, and is offered again at the next reconfiguration.
+        Returns those waiting jobs' ids.
+        """
+        self.cluster = cluster
+        self.runtime.set_cluster(cluster)
+        self.policy = policy
+        self._used = np.zeros_like(cluster.capacity)
+        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
+        self._prev.clear()
+        self._demand_cache.clear()
+        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
+        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        self._setup_policy()
+        return self._readmit()
+
+    def restore(self, records: Iterable[JobRecord], *, slot: int) -> list[str]:
+        """Resume from saved records (a restarted controller): final ones are kept as
+        history, pending ones queue again, admitted ones are re-admitted as in
+        :meth:`reconfigure`. Returns the ids of admitted jobs left waiting."""
+        self.slot = slot
+        for record in records:
+            if record.state is JobState.PENDING:
+                self.submit(record.spec)
+                continue
+            self.records[record.job_id] = record
+            if record.state.is_active:
+                self._active[record.job_id] = record
+        return self._readmit()
+
+    def _readmit(self) -> list[str]:
+        waiting = {**self._parked}
+        self._parked.clear()
+        candidates = sorted(
+            {**self._active, **waiting}.values(),
+            key=lambda r: r.admitted_slot if r.admitted_slot is not None else 0,
+        )
+        self._active.clear()
+        view = self.view()
+        for record in candidates:
+            record.last_placement = None  # server indices may have changed
+            adm = self._call("on_arrival", self.policy.on_arrival, record.spec.public(), view)
+            if isinstance(adm, Admission) and adm.is_admitted():
+                record.plan = adm.plan
+                if record.state is JobState.PAUSED and record.job_id in waiting:
+                    record.reason = ""
+                self._active[record.job_id] = record
+                view = self.view()
+            else:
+                why = adm.reason if isinstance(adm, Admission) else "no admission"
+                record.state = JobState.PAUSED
+                record.reason = f"waiting for capacity: {why}"
+                self._parked[record.job_id] = record
+                log.warning("[engine] job %s waits for capacity: %s", record.job_id, why)
+        return sorted(self._parked)
+
+    @property
+    def placements(self) -> dict[str, Placement]:
+        """Where each job runs in the current slot."""
+        return dict(self._prev)
+
+    @property
+    def used(self) -> np.ndarray:
+        """Resources in use per server (servers x resources), as allocated this slot."""
+        return self._used.copy()
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        """Admitted jobs the current policy could not take back (see :meth:`reconfigure`)."""
+        return tuple(self._parked)
 
     # The slot loop ----------------------------------------------------------------------
     def view(self) -> ClusterView:
@@ -230,7 +344,7 @@ class Engine:
     def done(self) -> bool:
         if self.horizon is not None and self.slot >= self.horizon:
             return True
-        return not self._arrivals and not self._active
+        return not self._arrivals and not self._active and not self._parked
 
     def stalled(self) -> bool:
         """Active jobs, no pending arrivals, and nothing allocated for ``stall_slots``."""

@@ -270,10 +270,11 @@ class JobState(str, Enum):
     DONE = "done"
     REJECTED = "rejected"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
     @property
     def is_final(self) -> bool:
-        return self in (JobState.DONE, JobState.REJECTED, JobState.FAILED)
+        return self in (JobState.DONE, JobState.REJECTED, JobState.FAILED, JobState.CANCELLED)
 
     @property
     def is_active(self) -> bool:

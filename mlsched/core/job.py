@@ -30,7 +30,7 @@ from mlsched.core.fields import (
 from mlsched.core.resources import ResourceVector
 from mlsched.core.utility import Utility
 
-__all__ = ["Arch", "JobSpec", "SyncMode"]
+__all__ = ["TRAINING_KEYS", "Arch", "JobSpec", "SyncMode"]
 
 
 class Arch(str, Enum):
@@ -76,6 +76,25 @@ _FIELDS = (
     "weight",
     "valuation",
     "budget_worker_slots",
+    "training",
+)
+
+#: Trainer settings a job may fix for its real runs on the testbed (the simulator ignores
+#: them); anything else about the training processes follows from the job and placement.
+TRAINING_KEYS = (
+    "lr",
+    "momentum",
+    "weight_decay",
+    "dataset",
+    "data_path",
+    "num_samples",
+    "num_classes",
+    "image_size",
+    "seed",
+    "timeout_s",
+    "overlap",
+    "threads",
+    "checkpoint_keep",
 )
 
 
@@ -118,6 +137,7 @@ class JobSpec:
     weight: float = 1.0
     valuation: float | None = None
     budget_worker_slots: float | None = None
+    training: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         def bad(name: str, expected: str) -> SpecError:
@@ -178,6 +198,13 @@ class JobSpec:
             if not math.isfinite(v) or v <= 0:
                 raise SpecError(f"compute_s_by_type.{k}", v, "a number > 0")
         object.__setattr__(self, "compute_s_by_type", by_type)
+        training = dict(self.training)
+        for key in training:
+            if key not in TRAINING_KEYS:
+                raise SpecError(
+                    f"training.{key}", training[key], f"one of {', '.join(TRAINING_KEYS)}"
+                )
+        object.__setattr__(self, "training", training)
         if self.arch is Arch.PS and self.worker_bw_gbps > 0 and self.ps_bw_gbps == 0:
             raise SpecError("ps.bw_gbps", 0, "a PS bandwidth > 0 when workers reserve bandwidth")
 
@@ -327,6 +354,8 @@ class JobSpec:
                 )
                 for k in by_type
             }
+        if data.get("training") is not None:
+            kwargs["training"] = dict(req_mapping(data["training"], _join(f, "training")))
         if kwargs["gpu_type"] is not None and not isinstance(kwargs["gpu_type"], str):
             raise SpecError(_join(f, "gpu_type"), kwargs["gpu_type"], "a GPU type name or null")
         try:

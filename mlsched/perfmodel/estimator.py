@@ -103,6 +103,13 @@ class RuntimeEstimator(RuntimeModel):
         self._rows: dict[tuple[str, Placement], tuple[ProfileKey, np.ndarray, np.ndarray]] = {}
         self._fresh: dict[ProfileKey, int] = defaultdict(int)  # samples since the last fit
 
+    def set_cluster(self, cluster: Cluster) -> None:
+        """Continue on another cluster (testbed agents joined or left): fitted parameters
+        and samples stay; cached design rows and predictions, which name servers, go."""
+        self.cluster = cluster
+        self._rows.clear()
+        self._cache.clear()
+
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
         kind = "allreduce" if job.arch is Arch.ALLREDUCE else f"ps_{job.sync.value}"

@@ -1,0 +1,193 @@
+"""Controller RPC latency with many agents heartbeating on loopback.
+
+A real controller (in this process, gRPC on 127.0.0.1) and ``--agents`` simulated agents
+spread over ``--procs`` client processes (so the clients' own Python does not serialise
+the load): each agent registers, then heartbeats every ``--interval`` seconds, reporting
+``--tasks`` running tasks with measurements, for ``--seconds``. A job mix is submitted so
+the controller also plans slots and answers with desired tasks. Latency is measured by the
+clients around each call; p50/p99 per RPC go to ``benchmarks/results/controller_rpc.json``.
+
+    python -m benchmarks.controller_rpc                      # 200 agents, 1 s heartbeats
+    python -m benchmarks.controller_rpc --agents 50 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.__main__ import machine
+from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.net.auth import ClientAuth, client_channel
+from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _agent(address: str, name: str, args: dict[str, Any], out: list[tuple[str, float]]) -> None:
+    stub = agent_pb2_grpc.AgentServiceStub(client_channel(address, ClientAuth(args["token"])))
+    req = agent_pb2.RegisterRequest(
+        name=name, host="127.0.0.1", pool="both", port_lo=40000, port_hi=40999
+    )
+    req.capacity.amounts.update({"gpu": 4, "cpu": 16, "mem_gb": 64})
+    t0 = time.perf_counter()
+    agent_id = stub.Register(req, timeout=30).agent_id
+    out.append(("Register", time.perf_counter() - t0))
+    end = time.monotonic() + args["seconds"]
+    # Spread the agents' phases so heartbeats do not arrive in lockstep.
+    time.sleep(args["interval"] * (hash(name) % 1000) / 1000)
+    while time.monotonic() < end:
+        hb = agent_pb2.HeartbeatRequest(agent_id=agent_id)
+        for k in range(args["tasks"]):
+            t = hb.tasks.add(
+                task_id=f"{name}.t{k}", job_id=f"sim{k}", state=agent_pb2.TASK_STATE_RUNNING
+            )
+            t.measurement.iterations = 100
+            t.measurement.timed_iterations = 98
+            t.measurement.compute_time_s = 9.8
+            t.measurement.comm_time_s = 1.2
+            t.measurement.last_step = 99
+        hb.telemetry.cpu_percent = 50.0
+        t0 = time.perf_counter()
+        resp = stub.Heartbeat(hb, timeout=30)
+        out.append(("Heartbeat", time.perf_counter() - t0))
+        if resp.reregister:
+            stub.Register(req, timeout=30)
+        time.sleep(max(0.0, args["interval"] - (time.perf_counter() - t0)))
+
+
+def _client_proc(address: str, names: list[str], args: dict[str, Any], q: Any) -> None:
+    out: list[tuple[str, float]] = []
+    threads = [threading.Thread(target=_agent, args=(address, n, args, out)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q.put(out)
+
+
+def _queries(address: str, token: str | None, seconds: float, out: list[tuple[str, float]]) -> None:
+    stub = jobs_pb2_grpc.JobServiceStub(client_channel(address, ClientAuth(token)))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for name, call, req in (
+            ("ListJobs", stub.ListJobs, jobs_pb2.ListJobsRequest()),
+            ("GetClusterStatus", stub.GetClusterStatus, jobs_pb2.GetClusterStatusRequest()),
+        ):
+            t0 = time.perf_counter()
+            call(req, timeout=30)
+            out.append((name, time.perf_counter() - t0))
+        time.sleep(0.5)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--agents", type=int, default=200)
+    p.add_argument("--procs", type=int, default=4, help="client processes")
+    p.add_argument("--interval", type=float, default=1.0, help="heartbeat interval (s)")
+    p.add_argument("--tasks", type=int, default=2, help="tasks reported per heartbeat")
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--jobs", type=int, default=100, help="jobs submitted for the slots")
+    p.add_argument("--out", type=Path, default=RESULTS / "controller_rpc.json")
+    a = p.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="mlsched-rpc-"))
+    ctl = Controller(
+        ControllerConfig(
+            listen="127.0.0.1:0",
+            db=str(tmp / "state.db"),
+            checkpoint_root=str(tmp / "ckpt"),
+            slot_seconds=5.0,
+            heartbeat_s=a.interval,
+            agent_timeout_s=max(10.0, 5 * a.interval),
+            token="bench",
+        )
+    ).start()
+    jobs = [
+        {
+            "job_id": f"job{i}",
+            "model": "resnet20",
+            "arch": "allreduce" if i % 2 else "ps",
+            "batches_per_chunk": 10_000,
+            "max_workers": 2,
+            "requested_workers": 2,
+            "worker": {"gpu": 1, "cpu": 1},
+        }
+        for i in range(a.jobs)
+    ]
+    ctl.submit(yaml.safe_dump(jobs))
+    args = {"seconds": a.seconds, "interval": a.interval, "tasks": a.tasks, "token": "bench"}
+    names = [f"sim{i:03d}" for i in range(a.agents)]
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [
+        ctx.Process(target=_client_proc, args=(ctl.address, names[i :: a.procs], args, q))
+        for i in range(a.procs)
+    ]
+    print(
+        f"[rpc] {a.agents} agents in {a.procs} processes, {a.interval:g}s heartbeats, "
+        f"{a.seconds:g}s ...",
+        flush=True,
+    )
+    for pr in procs:
+        pr.start()
+    queries: list[tuple[str, float]] = []
+    qt = threading.Thread(target=_queries, args=(ctl.address, "bench", a.seconds, queries))
+    qt.start()
+    samples: list[tuple[str, float]] = []
+    for _ in procs:
+        samples += q.get()
+    for pr in procs:
+        pr.join()
+    qt.join()
+    slots = ctl.engine.slot if ctl.engine else 0
+    alive = len(ctl.agents.alive())
+    ctl.stop(stop_tasks=True)
+    samples += queries
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "agents": a.agents,
+        "alive_at_end": alive,
+        "interval_s": a.interval,
+        "tasks_per_heartbeat": a.tasks,
+        "seconds": a.seconds,
+        "slots_planned": slots,
+        "rpc": {},
+    }
+    print(f"{'rpc':<18} {'calls':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for name in ("Register", "Heartbeat", "ListJobs", "GetClusterStatus"):
+        xs = [t for n, t in samples if n == name]
+        if not xs:
+            continue
+        row = {
+            "calls": len(xs),
+            "p50_ms": 1e3 * statistics.median(xs),
+            "p99_ms": 1e3 * _pct(xs, 0.99),
+            "max_ms": 1e3 * max(xs),
+        }
+        result["rpc"][name] = row
+        print(
+            f"{name:<18} {row['calls']:>7} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{row['max_ms']:>8.2f}"
+        )
+    print(f"agents alive at the end: {alive}/{a.agents}; slots planned: {slots}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

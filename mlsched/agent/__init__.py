@@ -1,0 +1,20 @@
+"""The node agent: runs on each machine, registers with the controller and runs its tasks.
+
+:mod:`.discovery` finds what the machine offers, :mod:`.task` runs one trainer process,
+:mod:`.measurement` follows its metrics, :mod:`.telemetry` samples the node, and
+:mod:`.daemon` holds the register/heartbeat protocol. :mod:`.cli` is ``mlsched agent``.
+"""
+
+from mlsched.agent.daemon import Agent, AgentError
+from mlsched.agent.discovery import NodeInfo, discover, to_register_request
+from mlsched.agent.task import TaskProcess, train_config
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "NodeInfo",
+    "TaskProcess",
+    "discover",
+    "to_register_request",
+    "train_config",
+]

@@ -1,0 +1,158 @@
+"""``mlsched agent``: run the node agent of this machine until SIGTERM or Ctrl-C.
+
+Exit status: 0 after a shutdown, 1 when the controller refuses the agent (a wrong token),
+2 on bad flags (the message names the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import FrameType
+
+from mlsched.agent.daemon import Agent, AgentError
+from mlsched.agent.discovery import DEFAULT_PORTS, discover
+from mlsched.core.errors import SpecError
+from mlsched.net.auth import ClientAuth, client_channel, read_token
+
+__all__ = ["add_agent_args", "agent_from_args", "parse_ports", "run_agent"]
+
+log = logging.getLogger(__name__)
+
+
+def add_agent_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--controller", required=True, help="controller address HOST:PORT")
+    parser.add_argument("--token", default=None, help="shared token of the controller")
+    parser.add_argument("--token-file", default=None, help="file whose first line is the token")
+    parser.add_argument("--tls-ca", default=None, help="CA certificate (PEM): use TLS")
+    parser.add_argument("--tls-cert", default=None, help="client certificate (mutual TLS)")
+    parser.add_argument("--tls-key", default=None, help="client private key (mutual TLS)")
+    parser.add_argument("--name", default=None, help="agent name (default: host name)")
+    parser.add_argument("--host", default=None, help="address peers reach this machine at")
+    parser.add_argument("--gpus", type=int, default=None, help="declared GPU count")
+    parser.add_argument("--gpu-type", default=None, help="declared GPU type, e.g. V100")
+    parser.add_argument("--cpus", type=float, default=None, help="declared CPU cores")
+    parser.add_argument("--mem-gb", type=float, default=None, help="declared memory (GB)")
+    parser.add_argument("--nic-gbps", type=float, default=None, help="declared NIC speed")
+    parser.add_argument("--pool", default="both", choices=["worker", "ps", "both"])
+    parser.add_argument("--rack", default="", help="rack name (placement locality)")
+    parser.add_argument(
+        "--checkpoint-root", default="", help="where this machine sees shared checkpoints"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="task logs and metrics (default: TMPDIR/mlsched-agent-NAME)"
+    )
+    parser.add_argument(
+        "--ports",
+        default=f"{DEFAULT_PORTS[0]}-{DEFAULT_PORTS[1]}",
+        help="ports LO-HI this machine's tasks may listen on (rendezvous stores)",
+    )
+    parser.add_argument(
+        "--grace", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="iterations per task left out of timing sums"
+    )
+
+
+def parse_ports(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    expected = "LO-HI with 1 <= LO <= HI <= 65535, e.g. 29500-29999"
+    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+        raise SpecError("--ports", text, expected)
+    ports = int(lo), int(hi)
+    if not 1 <= ports[0] <= ports[1] <= 65535:
+        raise SpecError("--ports", text, expected)
+    return ports
+
+
+def _check(ok: bool, flag: str, value: object, expected: str) -> None:
+    if not ok:
+        raise SpecError(flag, value, expected)
+
+
+def agent_from_args(args: argparse.Namespace) -> Agent:
+    """The agent the flags describe; raises :class:`SpecError` naming a bad flag."""
+    host, sep, port = args.controller.rpartition(":")
+    _check(bool(sep and host and port.isdigit()), "--controller", args.controller, "HOST:PORT")
+    ports = parse_ports(args.ports)
+    _check(args.gpus is None or args.gpus >= 0, "--gpus", args.gpus, "an integer >= 0")
+    _check(args.cpus is None or args.cpus > 0, "--cpus", args.cpus, "a number > 0")
+    _check(args.mem_gb is None or args.mem_gb > 0, "--mem-gb", args.mem_gb, "a number > 0")
+    _check(
+        args.nic_gbps is None or args.nic_gbps >= 0, "--nic-gbps", args.nic_gbps, "a number >= 0"
+    )
+    _check(args.grace >= 0, "--grace", args.grace, "seconds >= 0")
+    _check(args.warmup >= 0, "--warmup", args.warmup, "an integer >= 0")
+    _check(
+        (args.tls_cert is None) == (args.tls_key is None),
+        "--tls-cert" if args.tls_cert is None else "--tls-key",
+        None,
+        "both --tls-cert and --tls-key (mutual TLS)",
+    )
+    _check(
+        args.tls_cert is None or args.tls_ca is not None,
+        "--tls-ca",
+        None,
+        "a CA certificate when --tls-cert is given",
+    )
+    token = read_token(args.token, args.token_file)
+    node = discover(
+        controller=args.controller,
+        name=args.name,
+        host=args.host,
+        gpus=args.gpus,
+        gpu_type=args.gpu_type,
+        cpus=args.cpus,
+        mem_gb=args.mem_gb,
+        nic_gbps=args.nic_gbps,
+        pool=args.pool,
+        rack=args.rack,
+        ports=ports,
+        checkpoint_root=args.checkpoint_root,
+    )
+    workdir = Path(args.workdir or Path(tempfile.gettempdir()) / f"mlsched-agent-{node.name}")
+    auth = ClientAuth(token, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    client_channel(args.controller, auth).close()  # unreadable TLS files fail here, by flag
+    return Agent(
+        args.controller,
+        node,
+        workdir=workdir,
+        auth=auth,
+        grace_s=args.grace,
+        warmup=args.warmup,
+    )
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    """Run the agent until SIGTERM/SIGINT; returns the exit status."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    try:
+        agent = agent_from_args(args)
+    except SpecError as err:
+        print(f"mlsched agent: error: {err}", file=sys.stderr)
+        return 2
+    previous: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            # A second signal while the tasks checkpoint: kill them instead of waiting.
+            agent.shutdown(force=agent.stopping)
+
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        agent.run()
+    except AgentError as err:
+        print(f"mlsched agent: error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+    return 0

@@ -1,0 +1,198 @@
+"""What a machine offers the controller: CPUs, memory, NIC speed and GPUs.
+
+Discovered values (psutil, NVML) are overridden by declared ones, so a CPU box can stand in
+for a GPU server (``--gpus 4 --gpu-type V100``: four stand-in GPUs, ``real_gpus=False``).
+Where NVML is absent (``NVMLError_LibraryNotFound``) the machine simply has no real GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from importlib import metadata
+
+import psutil
+
+import mlsched
+from mlsched.net.auth import is_loopback
+from mlsched.trainers.telemetry import gpu_inventory
+from mlsched.v1 import agent_pb2, common_pb2
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "GpuInfo",
+    "NodeInfo",
+    "advertised_host",
+    "discover",
+    "gpu_type_of",
+    "link_gbps",
+    "to_register_request",
+]
+
+DEFAULT_PORTS = (29500, 29999)
+# Virtual interfaces report nominal speeds (veth: 10 Gb/s) that say nothing about the wire.
+_VIRTUAL_PREFIXES = ("lo", "docker", "veth", "br-", "virbr", "cni", "flannel", "cali")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    type: str
+    memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """This machine as it registers: resources, GPUs, pool and addresses."""
+
+    name: str
+    host: str
+    cpus: float
+    mem_gb: float
+    nic_gbps: float  # 0: unknown (the controller uses its default)
+    gpus: tuple[GpuInfo, ...] = ()
+    gpu_type: str = ""
+    real_gpus: bool = False
+    pool: str = "both"
+    rack: str = ""
+    ports: tuple[int, int] = DEFAULT_PORTS
+    checkpoint_root: str = ""
+    version: str = ""
+
+    def resources(self) -> dict[str, float]:
+        amounts = {"gpu": float(len(self.gpus)), "cpu": self.cpus, "mem_gb": self.mem_gb}
+        if self.nic_gbps > 0:  # unknown bandwidth is left to the controller's default
+            amounts["bw_gbps"] = self.nic_gbps
+        return amounts
+
+
+def gpu_type_of(name: str) -> str:
+    """A short type from an NVML name: 'Tesla V100-SXM2-16GB' -> 'V100'."""
+    text = re.sub(r"\b(NVIDIA|Tesla|GeForce|Quadro)\b", " ", name).strip()
+    match = re.search(r"\b([A-Z]{1,3}\d{1,4}[A-Za-z]?)\b", text)
+    if match:
+        return match.group(1)
+    words = text.split()
+    return "".join(words[:2]) if words else name.strip()
+
+
+def link_gbps() -> float:
+    """The fastest up, physical-looking interface in Gb/s (0 when no speed is known)."""
+    try:
+        stats = psutil.net_if_stats()
+    except OSError:
+        return 0.0
+    speeds = [
+        st.speed
+        for name, st in stats.items()
+        if st.isup and st.speed > 0 and not name.startswith(_VIRTUAL_PREFIXES)
+    ]
+    return max(speeds, default=0) / 1000.0
+
+
+def _route_address(controller_host: str) -> str | None:
+    """The local address the kernel would use to reach the controller (no packet is sent)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((controller_host, 9))
+        return str(s.getsockname()[0])
+    return None
+
+
+def advertised_host(name: str, controller: str) -> str:
+    """The address peers use to reach this machine's tasks.
+
+    Loopback when the controller is on loopback (a one-machine cluster); otherwise the
+    machine name's address, unless that is a loopback alias (Debian maps the host name to
+    127.0.1.1), in which case the address of the route to the controller.
+    """
+    host = controller.rpartition(":")[0] or controller
+    if is_loopback(host):
+        return "127.0.0.1"
+    with contextlib.suppress(OSError, ValueError):
+        addr = socket.gethostbyname(name)
+        if not ipaddress.ip_address(addr).is_loopback:
+            return addr
+    return _route_address(host.strip("[]")) or name
+
+
+def _version() -> str:
+    version = getattr(mlsched, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return metadata.version("mlsched")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def discover(
+    *,
+    controller: str = "127.0.0.1:0",
+    name: str | None = None,
+    host: str | None = None,
+    gpus: int | None = None,
+    gpu_type: str | None = None,
+    cpus: float | None = None,
+    mem_gb: float | None = None,
+    nic_gbps: float | None = None,
+    pool: str = "both",
+    rack: str = "",
+    ports: tuple[int, int] = DEFAULT_PORTS,
+    checkpoint_root: str = "",
+    use_nvml: bool = True,
+) -> NodeInfo:
+    """This machine's resources; every keyword given overrides what was discovered."""
+    name = name or socket.gethostname()
+    found = gpu_inventory() if use_nvml else []
+    real = [
+        GpuInfo(int(g["index"]), gpu_type or gpu_type_of(str(g["name"])), int(g["memory_bytes"]))
+        for g in found
+    ]
+    if gpus is None:
+        chosen, real_gpus = tuple(real), bool(real)
+    elif gpus <= len(real):
+        chosen, real_gpus = tuple(real[:gpus]), gpus > 0
+    else:  # more GPUs declared than exist: all of them are stand-ins
+        chosen, real_gpus = tuple(GpuInfo(i, gpu_type or "") for i in range(gpus)), False
+    kind = gpu_type or (chosen[0].type if chosen else "")
+    return NodeInfo(
+        name=name,
+        host=host or advertised_host(name, controller),
+        cpus=float(cpus if cpus is not None else psutil.cpu_count(logical=True) or 1),
+        mem_gb=float(
+            mem_gb if mem_gb is not None else round(psutil.virtual_memory().total / 2**30, 1)
+        ),
+        nic_gbps=float(nic_gbps if nic_gbps is not None else link_gbps()),
+        gpus=chosen,
+        gpu_type=kind,
+        real_gpus=real_gpus,
+        pool=pool,
+        rack=rack,
+        ports=ports,
+        checkpoint_root=checkpoint_root,
+        version=_version(),
+    )
+
+
+def to_register_request(node: NodeInfo) -> agent_pb2.RegisterRequest:
+    return agent_pb2.RegisterRequest(
+        name=node.name,
+        host=node.host,
+        capacity=common_pb2.Resources(amounts=node.resources()),
+        gpus=[
+            common_pb2.Gpu(index=g.index, type=g.type, memory_bytes=g.memory_bytes)
+            for g in node.gpus
+        ],
+        nic_gbps=node.nic_gbps,
+        gpu_type=node.gpu_type,
+        pool=node.pool,
+        rack=node.rack,
+        checkpoint_root=node.checkpoint_root,
+        port_lo=node.ports[0],
+        port_hi=node.ports[1],
+        real_gpus=node.real_gpus,
+        version=node.version,
+    )

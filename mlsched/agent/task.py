@@ -1,0 +1,276 @@
+"""One task the controller asked for: a ``python -m mlsched.trainers`` process and its state.
+
+The process runs in its own session (its own process group), so a stop reaches whatever it
+started and never the agent. Its output goes to ``{workdir}/{task_id}/log.txt`` and its
+metrics to ``{workdir}/{task_id}/metrics.jsonl``, which :class:`MetricsTail` follows.
+
+A stop is SIGTERM to the group (the trainer finishes its step, checkpoints and exits 0),
+then SIGKILL to the group once ``grace_s`` has passed; the deadline is checked on each
+:meth:`TaskProcess.poll`, so nothing here blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mlsched.agent.measurement import MetricsTail
+from mlsched.core.errors import SpecError
+from mlsched.trainers.config import Role, TrainConfig
+from mlsched.v1 import agent_pb2, common_pb2
+
+__all__ = ["TaskProcess", "train_config"]
+
+STARTING = agent_pb2.TASK_STATE_STARTING
+RUNNING = agent_pb2.TASK_STATE_RUNNING
+STOPPING = agent_pb2.TASK_STATE_STOPPING
+EXITED = agent_pb2.TASK_STATE_EXITED
+
+_ROLES = {
+    common_pb2.TASK_ROLE_WORKER: Role.WORKER,
+    common_pb2.TASK_ROLE_PS: Role.PS,
+    common_pb2.TASK_ROLE_RANK: Role.RANK,
+}
+# Plumbing fields where proto3's 0 means "not set" (0 is never a valid value): they take the
+# trainer's default. Fields the arch ignores (mode for all-reduce, backend for PS) may be
+# empty. Everything else is passed as given, so a missing value fails naming the field.
+_DEFAULT_WHEN_ZERO = ("threads", "timeout_s", "num_classes", "image_size", "checkpoint_keep")
+_DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in dataclasses.fields(TrainConfig)
+    if f.default is not dataclasses.MISSING
+}
+
+
+def train_config(spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool) -> TrainConfig:
+    """The trainer parameters of ``spec``; raises :class:`SpecError` naming a bad field."""
+    role = _ROLES.get(spec.role)
+    if role is None:
+        if spec.arch == "ps":
+            raise SpecError("role", common_pb2.TaskRole.Name(spec.role), "worker or ps")
+        role = Role.RANK
+    use_gpu = real_gpus and bool(spec.gpu_indices) and spec.device != "cpu"
+    values: dict[str, Any] = {
+        name: getattr(spec, name) or _DEFAULTS[name] for name in _DEFAULT_WHEN_ZERO
+    }
+    values["backend"] = spec.backend or ("ddp" if spec.arch == "ps" else "")
+    return TrainConfig(
+        model=spec.model,
+        arch=spec.arch,
+        mode=spec.mode or ("sync" if spec.arch == "allreduce" else ""),
+        role=role,
+        rank=spec.rank,
+        num_workers=spec.num_workers,
+        num_ps=spec.num_ps,
+        rendezvous=spec.rendezvous,
+        stop_step=spec.stop_step,
+        checkpoint_dir=spec.checkpoint_dir,
+        metrics=metrics,
+        batch_size=spec.batch_size,
+        lr=spec.lr,
+        momentum=spec.momentum,
+        weight_decay=spec.weight_decay,
+        dataset=spec.dataset,
+        data_path=spec.data_path or None,
+        num_samples=spec.num_samples,
+        seed=spec.seed,
+        device="cuda" if use_gpu else "cpu",
+        job_id=spec.job_id or _DEFAULTS["job_id"],
+        overlap=spec.overlap,
+        **values,
+    )
+
+
+def _dir_name(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", task_id).lstrip(".") or "task"
+
+
+def _last_line(path: Path, limit: int = 4096) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - limit))
+            lines = fh.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
+class TaskProcess:
+    """The process behind one :class:`agent_pb2.TaskSpec`; call :meth:`start` once."""
+
+    def __init__(
+        self,
+        spec: agent_pb2.TaskSpec,
+        *,
+        workdir: str | Path,
+        real_gpus: bool = False,
+        warmup: int = 2,
+    ) -> None:
+        self.spec = spec
+        self.task_id = spec.task_id
+        self.lease_expires_unix = spec.lease_expires_unix
+        self.real_gpus = real_gpus
+        self.dir = Path(workdir) / _dir_name(spec.task_id)
+        self.log_path = self.dir / "log.txt"
+        self.metrics_path = self.dir / "metrics.jsonl"
+        self.tail = MetricsTail(self.metrics_path, warmup=warmup)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.state = STARTING
+        self.exit_code = 0
+        self.exit_reason = ""
+        self._ps: psutil.Process | None = None
+        self._kill_at: float | None = None
+        self._killed = False
+        self._lease_stop = False
+
+    # Lifecycle ------------------------------------------------------------------------------
+    def start(self) -> TaskProcess:
+        """Launch the trainer; an invalid spec or a failed launch ends the task at once."""
+        try:
+            cfg = train_config(self.spec, metrics=str(self.metrics_path), real_gpus=self.real_gpus)
+        except SpecError as err:
+            return self._fail(f"invalid task spec: {err}")
+        env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads), "PYTHONUNBUFFERED": "1"}
+        if cfg.device == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.spec.gpu_indices)
+        cmd = [sys.executable, "-m", "mlsched.trainers", *cfg.to_args()]
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # A task id seen by an earlier agent run: measure only this run's lines.
+            with contextlib.suppress(FileNotFoundError):
+                self.tail.offset = self.metrics_path.stat().st_size
+            with self.log_path.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as err:
+            return self._fail(f"launch failed: {err}")
+        with contextlib.suppress(psutil.Error):
+            self._ps = psutil.Process(self.proc.pid)
+            self._ps.cpu_percent(None)  # prime: the next call measures from here
+        return self
+
+    def _fail(self, reason: str) -> TaskProcess:
+        self.state, self.exit_code, self.exit_reason = EXITED, -1, reason
+        return self
+
+    @property
+    def exited(self) -> bool:
+        return self.state == EXITED
+
+    @property
+    def stopping(self) -> bool:
+        return self._kill_at is not None
+
+    def stop(self, grace_s: float, *, lease: bool = False) -> None:
+        """SIGTERM the process group now and SIGKILL it after ``grace_s`` (see :meth:`poll`)."""
+        if self.proc is None or self.exited or self.stopping:
+            return
+        self._lease_stop = lease
+        self._signal(signal.SIGTERM)
+        self._kill_at = time.monotonic() + grace_s
+        self.state = STOPPING
+
+    def kill(self) -> None:
+        """SIGKILL the process group now."""
+        if self.proc is not None and not self.exited:
+            self._killed = True
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def poll(self) -> int:
+        """Update and return the state (a ``TASK_STATE_*`` value)."""
+        if self.proc is None or self.exited:
+            return self.state
+        code = self.proc.poll()
+        if code is None:
+            if self._kill_at is not None and time.monotonic() >= self._kill_at:
+                self.kill()
+            self.tail.update()
+            if self.stopping:
+                self.state = STOPPING
+            else:
+                self.state = RUNNING if self.tail.started else STARTING
+            return self.state
+        self.tail.update()  # the summary and error lines are written at exit
+        self.exit_code = code
+        self.exit_reason = self._reason(code)
+        self.state = EXITED
+        return self.state
+
+    def _reason(self, code: int) -> str:
+        prefix = "lease expired: " if self._lease_stop else ""
+        if self._killed:
+            return prefix + "killed after grace"
+        tail = self.tail
+        if code == 0:
+            if tail.summary is not None:
+                final = int(tail.summary.get("final_step", tail.last_step + 1))
+            else:
+                final = tail.checkpoint_step if tail.checkpoint_step >= 0 else tail.last_step + 1
+            if final >= self.spec.stop_step:
+                return "completed"
+            return f"{prefix}stopped at step {final}"
+        summary = tail.summary or {}
+        if int(summary.get("final_step", -1)) >= self.spec.stop_step:
+            # Trained, checkpointed and summarised; a signal landed during interpreter exit.
+            return "completed"
+        if code == -signal.SIGTERM and self.stopping:
+            # SIGTERM came before the trainer installed its handler: nothing to checkpoint.
+            return f"{prefix}stopped before training started"
+        text = tail.error or _last_line(self.log_path)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            text = f"killed by {name}" + (f" ({text})" if text else "")
+        return f"{prefix}error: {text or f'exit code {code}'}"
+
+    # Reports ----------------------------------------------------------------------------------
+    def measurement(self) -> agent_pb2.TaskMeasurement:
+        self.tail.update()
+        return self.tail.to_proto()
+
+    def status(self) -> agent_pb2.TaskStatus:
+        cpu, rss = 0.0, 0
+        if self._ps is not None and not self.exited:
+            try:
+                with self._ps.oneshot():
+                    cpu = self._ps.cpu_percent(None)
+                    rss = self._ps.memory_info().rss
+            except psutil.Error:  # exited between poll and now
+                pass
+        return agent_pb2.TaskStatus(
+            task_id=self.task_id,
+            job_id=self.spec.job_id,
+            state=self.state,
+            pid=self.proc.pid if self.proc is not None else 0,
+            exit_code=self.exit_code,
+            exit_reason=self.exit_reason,
+            measurement=self.measurement(),
+            cpu_percent=cpu,
+            rss_bytes=rss,
+            log_path=str(self.log_path),
+            generation=self.spec.generation,
+        )

@@ -1,0 +1,256 @@
+"""``mlsched controller | submit | status | cancel``: run the controller, talk to it.
+
+Clients find the controller with ``--controller HOST:PORT`` (or ``MLSCHED_CONTROLLER``) and
+authenticate with ``--token``/``--token-file`` (or ``MLSCHED_TOKEN``), TLS with ``--tls-ca``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import grpc
+import yaml
+
+from mlsched.core.errors import SpecError
+from mlsched.net.auth import ClientAuth, client_channel, read_token
+from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
+
+__all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
+
+log = logging.getLogger(__name__)
+
+CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel")
+
+
+def _auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
+    p.add_argument("--token", default=None, help="shared token (env MLSCHED_TOKEN)")
+    p.add_argument("--token-file", default=None, help="file whose first line is the token")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate (TLS)")
+    p.add_argument("--tls-key", default=None, help="PEM private key (TLS)")
+    p.add_argument(
+        "--tls-ca",
+        default=None,
+        help="PEM CA: clients of it are required (mutual TLS)" if server else "PEM CA to trust",
+    )
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--controller",
+        default=os.environ.get("MLSCHED_CONTROLLER", "127.0.0.1:50051"),
+        help="controller HOST:PORT (env MLSCHED_CONTROLLER; default 127.0.0.1:50051)",
+    )
+    _auth_args(p, server=False)
+    p.add_argument("--timeout", type=float, default=10.0, help="RPC deadline in seconds")
+
+
+def add_cluster_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "controller",
+        help="run the testbed controller (gRPC; agents connect to it)",
+        description="Run a policy on wall-clock slots over the agents that register, "
+        "keeping state in a SQLite file (a restart on the same --db resumes).",
+    )
+    p.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT (port 0: any)")
+    p.add_argument("--policy", default="fifo", help="policy name (mlsched policies)")
+    p.add_argument("--policy-option", action="append", default=[], help="KEY=VALUE (repeatable)")
+    p.add_argument("--slot-seconds", type=float, default=60.0, help="slot length (s)")
+    p.add_argument("--db", default="mlsched.db", help="SQLite state file")
+    p.add_argument(
+        "--checkpoint-root",
+        default="checkpoints",
+        help="directory for job checkpoints, the same path on every agent (shared storage)",
+    )
+    p.add_argument("--heartbeat", type=float, default=1.0, help="agent heartbeat interval (s)")
+    p.add_argument(
+        "--agent-timeout", type=float, default=10.0, help="declare an agent lost after (s)"
+    )
+    p.add_argument("--lease", type=float, default=120.0, help="task lease without renewal (s)")
+    p.add_argument("--min-agents", type=int, default=1, help="agents to wait for at start")
+    p.add_argument(
+        "--task-timeout", type=float, default=60.0, help="trainer communication timeout (s)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    _auth_args(p, server=True)
+
+    p = sub.add_parser("submit", help="submit jobs (YAML/JSON file of job specs) to a controller")
+    p.add_argument("file", help="job specs: a list, or {jobs: [...]}; '-' reads stdin")
+    _client_args(p)
+
+    p = sub.add_parser("status", help="jobs, agents, allocations, progress and model error")
+    p.add_argument("job", nargs="?", help="one job's status (default: everything)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _client_args(p)
+
+    p = sub.add_parser("cancel", help="cancel a job (its processes stop and checkpoint)")
+    p.add_argument("job")
+    _client_args(p)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    return read_token(args.token or os.environ.get("MLSCHED_TOKEN"), args.token_file)
+
+
+def _policy_options(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SpecError("--policy-option", pair, "KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def run_cluster_command(args: argparse.Namespace) -> int:
+    if args.command == "controller":
+        return _controller(args)
+    stub = jobs_pb2_grpc.JobServiceStub(
+        client_channel(
+            args.controller,
+            ClientAuth(
+                _token(args), tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key
+            ),
+        )
+    )
+    try:
+        if args.command == "submit":
+            return _submit(stub, args)
+        if args.command == "status":
+            return _status(stub, args)
+        return _cancel(stub, args)
+    except grpc.RpcError as err:
+        code = err.code()
+        print(f"mlsched {args.command}: {code.name}: {err.details()}", file=sys.stderr)
+        return 2 if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND) else 1
+
+
+def _controller(args: argparse.Namespace) -> int:
+    from mlsched.controller.server import Controller, ControllerConfig
+
+    cfg = ControllerConfig(
+        listen=args.listen,
+        policy=args.policy,
+        policy_options=_policy_options(args.policy_option),
+        slot_seconds=args.slot_seconds,
+        db=args.db,
+        checkpoint_root=args.checkpoint_root,
+        token=_token(args),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_ca=args.tls_ca,
+        heartbeat_s=args.heartbeat,
+        agent_timeout_s=args.agent_timeout,
+        lease_s=args.lease,
+        min_agents=args.min_agents,
+        task_timeout_s=args.task_timeout,
+        seed=args.seed,
+    )
+    ctl = Controller(cfg).start()
+    print(f"mlsched controller listening on {ctl.address}", flush=True)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        ctl._stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    ctl.wait()
+    ctl.stop()
+    return 0
+
+
+def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
+    if args.file == "-":
+        document = sys.stdin.read()
+    else:
+        try:
+            document = Path(args.file).read_text()
+        except OSError as err:
+            raise SpecError("file", args.file, f"a readable job file ({err.strerror})") from None
+    resp = stub.SubmitJobs(jobs_pb2.SubmitJobsRequest(document=document), timeout=args.timeout)
+    for job_id in resp.job_ids:
+        print(f"submitted {job_id}")
+    return 0
+
+
+def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
+    resp = stub.CancelJob(jobs_pb2.CancelJobRequest(job_id=args.job), timeout=args.timeout)
+    print(f"{resp.job.job_id}: {resp.job.state} ({resp.job.reason})")
+    return 0
+
+
+def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
+    from google.protobuf import json_format
+
+    if args.job:
+        job = stub.GetJob(jobs_pb2.GetJobRequest(job_id=args.job), timeout=args.timeout).job
+        if args.json:
+            print(json_format.MessageToJson(job))
+        else:
+            print(job_table([job]))
+        return 0
+    cluster = stub.GetClusterStatus(jobs_pb2.GetClusterStatusRequest(), timeout=args.timeout)
+    jobs = stub.ListJobs(jobs_pb2.ListJobsRequest(), timeout=args.timeout).jobs
+    if args.json:
+        import json
+
+        print(
+            json.dumps(
+                {
+                    "cluster": json_format.MessageToDict(cluster),
+                    "jobs": [json_format.MessageToDict(j) for j in jobs],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    print(cluster_summary(cluster))
+    print()
+    print(job_table(list(jobs)))
+    return 0
+
+
+def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
+    lines = [f"slot {c.slot} ({c.slot_seconds:g}s slots), policy {c.policy}"]
+    for a in c.agents:
+        cap = " ".join(f"{k}={v:g}" for k, v in sorted(a.capacity.amounts.items()))
+        used = " ".join(f"{k}={v:g}" for k, v in sorted(a.used.amounts.items()) if v)
+        state = "alive" if a.alive else "LOST"
+        lines.append(
+            f"  agent {a.agent_id:<12} {a.host:<15} {state:<5} tasks {a.tasks:<2} "
+            f"capacity {cap}; in use {used or '-'}"
+        )
+    if c.model_error_samples:
+        lines.append(
+            f"runtime model: mean |predicted - measured| / measured = "
+            f"{100 * c.model_error_mean_abs:.1f}% over {c.model_error_samples} job-slots"
+        )
+    return "\n".join(lines)
+
+
+def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
+    head = (
+        f"{'job':<14} {'state':<10} {'admitted':<8} {'progress':>13} {'slots':>5} {'iters':>6} "
+        f"{'restarts':>8} {'pred s/it':>9} {'meas s/it':>9}  placement"
+    )
+    rows = [head, "-" * len(head)]
+    for j in jobs:
+        pct = 100.0 * j.progress / j.total_work if j.total_work else 0.0
+        where = " ".join(f"{p.agent_id}:{p.workers}w{p.ps}ps" for p in j.placement) or "-"
+        pred = f"{j.predicted_iteration_s:.3f}" if j.measured_iteration_s else "-"
+        meas = f"{j.measured_iteration_s:.3f}" if j.measured_iteration_s else "-"
+        admitted = f"slot {j.admitted_slot}" if j.admitted else "no"
+        rows.append(
+            f"{j.job_id:<14} {j.state:<10} {admitted:<8} {j.progress:>6.0f} {pct:>5.1f}% "
+            f"{j.slots_run:>5} "
+            f"{j.iterations:>6} {j.restarts:>8} {pred:>9} {meas:>9}  {where}"
+        )
+        if j.reason and j.state in ("rejected", "failed", "cancelled", "paused"):
+            rows.append(f"{'':<14} {j.reason}")
+    return "\n".join(rows)

@@ -1,0 +1,481 @@
+"""The executor of the real cluster: slots of wall-clock time, tasks run by node agents.
+
+``apply`` turns the slot's allocation into the *wanted* layout of each job. A job whose
+layout is unchanged keeps its processes (the agents' leases are renewed by every
+heartbeat); a changed, paused or failed job's generation is drained (its tasks leave the
+agents' desired state, so they get SIGTERM, stop at a common step and checkpoint) and,
+once every task has exited, the next generation starts from that checkpoint with the new
+layout. ``collect`` waits for the slot's end and turns what the agents reported into the
+engine's progress and measurements (per-iteration compute and communication times, bytes)
+— the closed loop.
+
+Everything here is driven by two threads: the slot loop (``apply``/``collect``) and the
+gRPC handlers (``desired_for`` on each heartbeat); one lock guards the state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.executor import Executor, JobProgress, SlotReport
+from mlsched.controller.runs import (
+    Generation,
+    JobRun,
+    Layout,
+    TaskDefaults,
+    render_tasks,
+    store_host,
+)
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import Measurement
+from mlsched.v1 import agent_pb2, common_pb2
+
+__all__ = ["ClusterExecutor"]
+
+log = logging.getLogger(__name__)
+
+EXITED = agent_pb2.TASK_STATE_EXITED
+COUNTERS = ("timed_iterations", "compute_time_s", "comm_time_s", "bytes_sent", "bytes_recv")
+
+
+class ClusterExecutor(Executor):
+    def __init__(
+        self,
+        agents: AgentRegistry,
+        *,
+        slot_seconds: float,
+        defaults: TaskDefaults,
+        lease_s: float = 120.0,
+        max_failures: int = 3,
+        on_change: Callable[[str, dict[str, Any] | None], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.agents = agents
+        self.slot_seconds = float(slot_seconds)
+        self.defaults = defaults
+        self.lease_s = lease_s
+        self.max_failures = max_failures
+        self.on_change = on_change  # persists a run (job id, run dict or None)
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self.runs: dict[str, JobRun] = {}
+        self.specs: dict[str, JobSpec] = {}
+        self._want: dict[str, Layout] = {}
+        self._index: dict[str, int] = {}  # agent id -> server index in the engine's cluster
+        self._slot = -1
+        self._slot_start = 0.0
+        self._deadline = 0.0
+        self._next_port: dict[str, int] = {}
+        self.fatal: dict[str, str] = {}  # jobs that failed too often: the controller ends them
+        self._failures: dict[str, str] = {}
+        self._restarts: dict[str, float] = {}
+
+    # Cluster ----------------------------------------------------------------------------
+    def set_cluster(self, cluster: Cluster) -> None:
+        with self._lock:
+            self._index = {s.name: i for i, s in enumerate(cluster.servers)}
+
+    def load(self, runs: Mapping[str, dict[str, Any]], specs: Mapping[str, JobSpec]) -> None:
+        """Adopt the runs of a previous controller (their tasks may still be running).
+
+        A running generation stays wanted with its layout until the first allocation says
+        otherwise, so the agents coming back keep its processes."""
+        with self._lock:
+            for job_id, raw in runs.items():
+                if job_id in specs:
+                    run = self.runs[job_id] = JobRun.from_dict(job_id, raw)
+                    self.specs[job_id] = specs[job_id]
+                    if run.gen is not None and not run.gen.draining and not run.finished:
+                        self._want[job_id] = run.gen.layout
+
+    def layout_of(self, p: Placement, cluster: Cluster) -> Layout:
+        w, k = dict(p.workers), dict(p.ps)
+        return tuple(
+            (cluster.servers[s].name, w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k))
+        )
+
+    def placement_of(self, layout: Layout) -> Placement | None:
+        try:
+            return Placement(
+                tuple((self._index[a], w) for a, w, _ in layout if w),
+                tuple((self._index[a], p) for a, _, p in layout if p),
+            )
+        except KeyError:
+            return None
+
+    # Executor ---------------------------------------------------------------------------
+    def apply(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+    ) -> None:
+        now = self.clock()
+        with self._lock:
+            # Slots follow each other without gaps; a late start (a long plan) shortens it.
+            start = self._deadline if self._slot >= 0 and self._deadline > now - 5 else now
+            self._slot, self._slot_start = slot, start
+            self._deadline = start + self.slot_seconds
+            cluster_names = {i: n for n, i in self._index.items()}
+            want: dict[str, Layout] = {}
+            for job_id, p in allocation.items():
+                self.specs[job_id] = jobs[job_id]
+                w, k = dict(p.workers), dict(p.ps)
+                want[job_id] = tuple(
+                    (cluster_names[s], w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k))
+                )
+                self.runs.setdefault(job_id, JobRun(job_id))
+            self._want = want
+            self._reconcile_locked()
+
+    def collect(self, slot: int) -> SlotReport:
+        while True:
+            with self._lock:
+                left = self._deadline - self.clock()
+                if left <= 0 or self._stopping:
+                    break
+            self.reconcile()
+            self._wake.wait(min(0.25, max(0.0, left)))
+            self._wake.clear()
+        with self._lock:
+            self._reconcile_locked()
+            return self._report_locked(slot)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._want = {}
+            self._reconcile_locked()
+        self._wake.set()
+
+    def forget(self, job_id: str) -> None:
+        """A cancelled or failed job: stop its tasks and never start it again."""
+        with self._lock:
+            self._want.pop(job_id, None)
+            run = self.runs.get(job_id)
+            if run is not None:
+                run.finished = True
+            self._reconcile_locked()
+
+    def live_units(self, job_id: str) -> float | None:
+        """Work units done by the job's processes as last reported (between slots)."""
+        with self._lock:
+            run = self.runs.get(job_id)
+            if run is None:
+                return None
+            gen = run.gen
+            if gen is None:
+                return float(max(run.cursor, run.reported_units))
+            steps = [
+                s.measurement.last_step
+                for s in self._statuses(gen).values()
+                if s is not None and s.measurement.iterations
+            ]
+            if not steps:
+                return float(max(run.cursor, run.reported_units))
+            done = gen.start_cursor + max(0, max(steps) + 1 - gen.start_step) * gen.ups
+            return float(max(done, run.reported_units))
+
+    # Heartbeats -------------------------------------------------------------------------
+    def desired_for(self, agent_id: str) -> list[agent_pb2.TaskSpec]:
+        """The tasks ``agent_id`` must run now, with renewed leases."""
+        with self._lock:
+            self._reconcile_locked()
+            lease = self.clock() + self.lease_s
+            out: list[agent_pb2.TaskSpec] = []
+            for run in self.runs.values():
+                gen = run.gen
+                if gen is None or gen.draining:
+                    continue
+                for task_id, spec in gen.tasks.items():
+                    if gen.agent_of[task_id] == agent_id:
+                        copy = agent_pb2.TaskSpec()
+                        copy.CopyFrom(spec)
+                        copy.lease_expires_unix = lease
+                        out.append(copy)
+            return out
+
+    def reconcile(self) -> None:
+        with self._lock:
+            self._reconcile_locked()
+
+    def poke(self) -> None:
+        """Something changed (a heartbeat): let ``collect`` reconcile now."""
+        self._wake.set()
+
+    # Internals --------------------------------------------------------------------------
+    def _statuses(self, gen: Generation) -> dict[str, agent_pb2.TaskStatus | None]:
+        """The latest status of each task; None: its agent is gone (the task is lost).
+
+        The tasks of an agent not yet back after a controller restart are not lost: their
+        status is unknown (not exited) until it registers again or is declared lost."""
+        out: dict[str, agent_pb2.TaskStatus | None] = {}
+        for task_id, agent_id in gen.agent_of.items():
+            agent = self.agents.get(agent_id)
+            if agent is not None and agent.returning:
+                out[task_id] = agent_pb2.TaskStatus(task_id=task_id)
+            elif agent is None or not agent.alive:
+                out[task_id] = None
+            else:
+                out[task_id] = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
+        return out
+
+    def _reconcile_locked(self) -> None:
+        for job_id, run in self.runs.items():
+            if run.gen is not None:
+                self._advance(job_id, run, run.gen)
+            want = self._want.get(job_id)
+            gen = run.gen
+            if gen is not None and not gen.draining and (want is None or gen.layout != want):
+                self._drain(run, gen, "re-layout" if want else "paused")
+            if run.gen is None and want is not None and not run.finished:
+                if job_id in self.fatal:
+                    continue
+                if all(self._alive(a) for a, _, _ in want):
+                    self._launch(job_id, run, want)
+
+    def _alive(self, agent_id: str) -> bool:
+        agent = self.agents.get(agent_id)
+        return agent is not None and agent.alive
+
+    def _advance(self, job_id: str, run: JobRun, gen: Generation) -> None:
+        statuses = self._statuses(gen)
+        exited = {t: s for t, s in statuses.items() if s is None or s.state == EXITED}
+        for task_id, s in exited.items():
+            if gen.failed or gen.draining:
+                break
+            if s is None:
+                gen.failed = f"task {task_id}: agent {gen.agent_of[task_id]} lost"
+            elif s.exit_code != 0 and s.exit_reason != "completed":
+                gen.failed = f"task {task_id} exited {s.exit_code}: {s.exit_reason}"
+            if gen.failed:
+                log.warning(
+                    "[controller] job %s generation %d failed: %s", job_id, gen.number, gen.failed
+                )
+                self._drain(run, gen, "failure")
+        if len(exited) < len(statuses):
+            return
+        # Every task has exited: take the newest checkpoint any of them wrote.
+        for s in exited.values():
+            if s is not None and s.measurement.checkpoint_cursor >= 0:
+                m = s.measurement
+                if m.checkpoint_step >= run.step:
+                    run.step, run.cursor = int(m.checkpoint_step), int(m.checkpoint_cursor)
+        self._release_ports(gen)
+        gen.final = {t: s for t, s in exited.items() if s is not None}
+        run.ended.append(gen)
+        if run.step >= gen.stop_step:
+            run.finished, run.failures = True, 0
+        elif gen.failed:
+            run.failures += 1
+            self._failures[job_id] = gen.failed
+            if run.failures >= self.max_failures:
+                self.fatal[job_id] = (
+                    f"{run.failures} generations failed in a row; last: {gen.failed}"
+                )
+        else:
+            run.failures = 0
+        log.info(
+            "[controller] job %s generation %d ended at step %d (cursor %d)%s",
+            job_id,
+            gen.number,
+            run.step,
+            run.cursor,
+            f": {gen.failed}" if gen.failed else "",
+        )
+        run.gen = None
+        self._persist(job_id)
+
+    def _drain(self, run: JobRun, gen: Generation, why: str) -> None:
+        gen.draining = True
+        run.last_stop_at = self.clock()
+        log.info("[controller] job %s generation %d stopping (%s)", run.job_id, gen.number, why)
+        self._persist(run.job_id)
+
+    def _launch(self, job_id: str, run: JobRun, layout: Layout) -> None:
+        job = self.specs[job_id]
+        host_agent = self.agents.get(store_host(job, layout))
+        assert host_agent is not None
+        port = self._take_port(host_agent.host, host_agent.port_lo, host_agent.port_hi)
+        run.generations += 1
+        tasks, agent_of, stop, ups = render_tasks(
+            job,
+            layout,
+            number=run.generations,
+            step=run.step,
+            cursor=run.cursor,
+            rendezvous=f"{host_agent.host}:{port}",
+            defaults=self.defaults,
+            gpu_indices=self._gpu_indices(job, layout),
+        )
+        run.gen = Generation(
+            number=run.generations,
+            layout=layout,
+            start_step=run.step,
+            start_cursor=run.cursor,
+            stop_step=stop,
+            ups=ups,
+            tasks=tasks,
+            agent_of=agent_of,
+            ports=[(host_agent.host, port)],
+            launched_at=self.clock(),
+            trigger_at=run.last_stop_at,
+        )
+        log.info(
+            "[controller] job %s generation %d: %s from step %d to %d",
+            job_id,
+            run.generations,
+            " ".join(f"{a}:{w}w{p}ps" for a, w, p in layout),
+            run.step,
+            stop,
+        )
+        self._persist(job_id)
+
+    def _gpu_indices(self, job: JobSpec, layout: Layout) -> dict[tuple[str, int], list[int]]:
+        """GPU indices per (agent, worker slot) for agents with GPUs, avoiding those in use."""
+        need = int(job.worker.get("gpu", 0.0))
+        if need <= 0:
+            return {}
+        out: dict[tuple[str, int], list[int]] = {}
+        for agent_id, n_workers, _ in layout:
+            agent = self.agents.get(agent_id)
+            if agent is None or agent.gpu_count <= 0:
+                continue
+            used = {
+                i
+                for r in self.runs.values()
+                if r.gen is not None
+                for t, spec in r.gen.tasks.items()
+                if r.gen.agent_of[t] == agent_id
+                for i in spec.gpu_indices
+            }
+            free = [i for i in range(agent.gpu_count) if i not in used]
+            for w in range(n_workers):
+                out[(agent_id, w)] = free[w * need : (w + 1) * need]
+        return out
+
+    def _take_port(self, host: str, lo: int, hi: int) -> int:
+        used = {p for r in self.runs.values() if r.gen for h, p in r.gen.ports if h == host}
+        # Rotate through the range: a just-closed store port may linger in TIME_WAIT.
+        start = self._next_port.get(host, lo)
+        span = hi - lo + 1
+        for i in range(span):
+            port = lo + (start - lo + i) % span
+            if port not in used:
+                self._next_port[host] = port + 1 if port < hi else lo
+                return port
+        raise RuntimeError(f"no free port in {lo}-{hi} on {host}")
+
+    def _release_ports(self, gen: Generation) -> None:
+        gen.ports = []
+
+    def _persist(self, job_id: str) -> None:
+        if self.on_change is not None:
+            run = self.runs.get(job_id)
+            self.on_change(job_id, run.to_dict() if run else None)
+
+    def _report_locked(self, slot: int) -> SlotReport:
+        report = SlotReport(slot=slot)
+        for job_id in self._want:
+            run, job = self.runs[job_id], self.specs[job_id]
+            done_units = float(run.cursor)
+            last_t: float | None = None
+            for gen in [*run.ended, *([run.gen] if run.gen is not None else [])]:
+                if gen is run.gen:
+                    statuses = [s for s in self._statuses(gen).values() if s is not None]
+                else:
+                    statuses = list(gen.final.values())
+                steps = [s.measurement.last_step for s in statuses if s.measurement.iterations]
+                if steps:
+                    reached = max(steps) + 1 - gen.start_step
+                    done_units = max(done_units, gen.start_cursor + max(0, reached) * gen.ups)
+                    t = max(s.measurement.last_iteration_unix for s in statuses)
+                    last_t = t if last_t is None else max(last_t, t)
+                measurement = self._measure(job, run, gen, statuses, slot)
+                if measurement is not None:
+                    report.measurements.append(measurement)
+                restart = self._restart_s(gen, statuses)
+                if restart is not None:
+                    self._restarts[job_id] = restart
+            for gen in run.ended:
+                for task_id in gen.tasks:
+                    run.seen.pop(task_id, None)
+            run.ended.clear()
+            total = job.total_work
+            finished = run.finished or done_units >= total - 1e-9
+            units = max(0.0, min(total, done_units) - run.reported_units)
+            run.reported_units += units
+            offset = None
+            if finished:
+                units = max(0.0, total - (run.reported_units - units))
+                run.reported_units = total
+                end = last_t if last_t is not None else self.clock()
+                offset = min(self.slot_seconds, max(0.0, end - self._slot_start))
+            report.progress[job_id] = JobProgress(
+                units, finished, offset, self._restarts.pop(job_id, 0.0)
+            )
+        report.failures.update(self._failures)
+        self._failures.clear()
+        for job_id in self._want:
+            self._persist(job_id)
+        return report
+
+    def _measure(
+        self,
+        job: JobSpec,
+        run: JobRun,
+        gen: Generation,
+        statuses: list[agent_pb2.TaskStatus],
+        slot: int,
+    ) -> Measurement | None:
+        """Per-iteration means over the slot, from the workers' cumulative counters."""
+        delta = [0.0] * len(COUNTERS)
+        for s in statuses:
+            role = gen.tasks[s.task_id].role if s.task_id in gen.tasks else None
+            if role == common_pb2.TASK_ROLE_PS:
+                continue
+            now = tuple(float(getattr(s.measurement, c)) for c in COUNTERS)
+            before = run.seen.get(s.task_id, (0.0,) * len(COUNTERS))
+            run.seen[s.task_id] = now
+            for i in range(len(COUNTERS)):
+                delta[i] += max(0.0, now[i] - before[i])
+        timed, compute, comm, sent, recv = delta
+        placement = self.placement_of(gen.layout)
+        if timed <= 0 or placement is None:
+            return None
+        workers = sum(w for _, w, _ in gen.layout)
+        # Async PS: an iteration is one worker's push; synchronous: one step of all workers.
+        iterations = timed / (1 if gen.ups == 1 else workers)
+        c, m = compute / timed, comm / timed
+        return Measurement(
+            job_id=job.job_id,
+            slot=slot,
+            placement=placement,
+            iterations=iterations,
+            iteration_time_s=c + m,
+            compute_time_s=c,
+            comm_time_s=m,
+            bytes_sent=sent,
+            bytes_recv=recv,
+        )
+
+    def _restart_s(self, gen: Generation, statuses: list[agent_pb2.TaskStatus]) -> float | None:
+        """Stop-to-first-iteration time of a relaunch, once, when it is known."""
+        if gen.restart_reported or gen.trigger_at is None:
+            return None
+        firsts = [s.measurement.first_iteration_unix for s in statuses if s.measurement.iterations]
+        computing = sum(1 for t in gen.tasks.values() if t.role != common_pb2.TASK_ROLE_PS)
+        if not firsts or len(firsts) < computing:
+            return None
+        gen.restart_reported = True
+        return max(0.0, max(firsts) - gen.trigger_at)

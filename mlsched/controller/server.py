@@ -1,0 +1,578 @@
+"""The testbed controller: the engine on wall-clock slots, agents over gRPC, state in SQLite.
+
+One thread runs the slot loop (membership changes -> submissions and cancellations ->
+``engine.step()``, which blocks for the slot while the agents train -> persist); gRPC
+handler threads serve agents' registrations and heartbeats and clients' job calls. Clients
+read a snapshot the loop publishes (plus the live progress of running jobs), so a slow
+query never holds the loop.
+
+Restart: everything the engine knows (jobs and their progress, the slot clock, the
+current generation of each job's processes, measurements) is in the state file; a new
+controller on the same file re-admits every admitted job, adopts the processes still
+running on the agents, replays the measurements into the runtime model, and continues.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from mlsched.controller.agents import AgentRegistry, info_from_request
+from mlsched.controller.cluster_executor import ClusterExecutor
+from mlsched.controller.engine import Engine, JobRecord
+from mlsched.controller.intake import parse_jobs
+from mlsched.controller.records import record_from_row, record_state
+from mlsched.controller.runs import TaskDefaults
+from mlsched.controller.store import Store
+from mlsched.core.allocation import JobState
+from mlsched.core.errors import MlschedError, SpecError
+from mlsched.core.job import JobSpec
+from mlsched.net.auth import TokenInterceptor, check_listen, server_credentials
+from mlsched.perfmodel.base import Measurement
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.registry import create
+from mlsched.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2, jobs_pb2_grpc
+
+__all__ = ["Controller", "ControllerConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerConfig:
+    listen: str = "127.0.0.1:50051"
+    policy: str = "fifo"
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    slot_seconds: float = 60.0
+    db: str = "mlsched.db"
+    checkpoint_root: str = "checkpoints"
+    token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    heartbeat_s: float = 1.0
+    agent_timeout_s: float = 10.0
+    lease_s: float = 120.0
+    min_agents: int = 1
+    task_timeout_s: float = 60.0
+    seed: int = 0
+    max_failures: int = 3
+
+    def validate(self) -> None:
+        if not self.slot_seconds > 0:
+            raise SpecError("slot_seconds", self.slot_seconds, "a number of seconds > 0")
+        if not self.heartbeat_s > 0:
+            raise SpecError("heartbeat_s", self.heartbeat_s, "a number of seconds > 0")
+        if not self.agent_timeout_s > self.heartbeat_s:
+            raise SpecError(
+                "agent_timeout_s",
+                self.agent_timeout_s,
+                f"more than heartbeat_s ({self.heartbeat_s})",
+            )
+        if self.min_agents < 1:
+            raise SpecError("min_agents", self.min_agents, "an integer >= 1")
+        check_listen(self.listen, self.token)
+
+
+class Controller:
+    def __init__(self, cfg: ControllerConfig) -> None:
+        cfg.validate()
+        create(cfg.policy, **cfg.policy_options)  # fail now on an unknown policy or option
+        self.cfg = cfg
+        self.store = Store(cfg.db)
+        self.agents = AgentRegistry(timeout_s=cfg.agent_timeout_s)
+        self.executor = ClusterExecutor(
+            self.agents,
+            slot_seconds=cfg.slot_seconds,
+            defaults=TaskDefaults(
+                checkpoint_root=str(Path(cfg.checkpoint_root).resolve()),
+                timeout_s=cfg.task_timeout_s,
+            ),
+            lease_s=cfg.lease_s,
+            max_failures=cfg.max_failures,
+            on_change=self._save_run,
+        )
+        self.engine: Engine | None = None
+        self._submissions: queue.Queue[JobSpec] = queue.Queue()
+        self._cancels: queue.Queue[str] = queue.Queue()
+        self._stop = threading.Event()
+        self._lock = threading.RLock()  # guards the snapshot and the id set
+        self._snapshot: dict[str, jobs_pb2.JobStatus] = {}
+        self._ids: set[str] = set()
+        self._iterations: dict[str, float] = {}
+        self._last_error: dict[str, tuple[float, float]] = {}
+        self._thread: threading.Thread | None = None
+        self.server: grpc.Server | None = None
+        self.port = 0
+        self.agents.load(
+            [_agent_info(a) for a in self.store.agents()]  # known names keep their order
+        )
+        # A restart: clients see every stored job at once, and the agents' heartbeats are
+        # answered with the adopted generations (not an empty list, which would stop them)
+        # while the engine waits for its agents.
+        rows = self.store.jobs()
+        self._restore_records = [record_from_row(row["spec"], row["state"]) for row in rows]
+        self._restored = not rows
+        for row in rows:
+            self._ids.add(row["job_id"])
+            self._iterations[row["job_id"]] = float((row["state"] or {}).get("iterations", 0.0))
+        self.executor.load(
+            self.store.runs(),
+            {r.job_id: r.spec for r in self._restore_records if not r.state.is_final},
+        )
+        self._snapshot = {r.job_id: self._status(None, r) for r in self._restore_records}
+
+    # Lifecycle --------------------------------------------------------------------------
+    def start(self) -> Controller:
+        interceptors = [TokenInterceptor(self.cfg.token)] if self.cfg.token else []
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(self), server)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(self), server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        creds = server_credentials(self.cfg.tls_cert, self.cfg.tls_key, self.cfg.tls_ca)
+        if creds is not None:
+            self.port = server.add_secure_port(self.cfg.listen, creds)
+        else:
+            self.port = server.add_insecure_port(self.cfg.listen)
+        if not self.port:
+            raise SpecError("listen", self.cfg.listen, "an address this host can listen on")
+        server.start()
+        self.server = server
+        for name in ("", "mlsched.v1.AgentService", "mlsched.v1.JobService"):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._thread = threading.Thread(target=self._loop, name="slot-loop", daemon=True)
+        self._thread.start()
+        host = self.cfg.listen.rpartition(":")[0]
+        log.info(
+            "[controller] listening on %s:%d (policy %s, %gs slots, state %s%s)",
+            host,
+            self.port,
+            self.cfg.policy,
+            self.cfg.slot_seconds,
+            self.cfg.db,
+            ", token" if self.cfg.token else "",
+        )
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"{self.cfg.listen.rpartition(':')[0]}:{self.port}"
+
+    def stop(self, *, stop_tasks: bool = False) -> None:
+        """Stop serving. The agents' tasks keep running (their leases let a restarted
+        controller adopt them) unless ``stop_tasks``."""
+        self._stop.set()
+        if stop_tasks:
+            self.executor.close()
+        self.executor.poke()
+        if self._thread is not None:
+            self._thread.join(timeout=self.cfg.slot_seconds + 10)
+        if self.server is not None:
+            self.health.enter_graceful_shutdown()
+            self.server.stop(grace=1).wait()
+        self.store.close()
+
+    def wait(self) -> None:
+        while not self._stop.is_set():
+            self._stop.wait(1.0)
+
+    # The slot loop ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._membership()
+                if self.engine is None:
+                    self._stop.wait(0.2)
+                    continue
+                self._take_requests(self.engine)
+                before = {j: r.state for j, r in self.engine.records.items()}
+                report = self.engine.step()
+                self._after_slot(self.engine, report, before)
+        except Exception:
+            log.exception("[controller] slot loop failed")
+            self._stop.set()
+            raise
+
+    def _membership(self) -> None:
+        for agent_id in self.agents.expire():
+            log.warning("[controller] agent %s lost (no heartbeat)", agent_id)
+            self.store.set_agent_alive(agent_id, False)
+        if not self.agents.take_changed():
+            return
+        cluster = self.agents.cluster()
+        alive = len(self.agents.alive())
+        # At a restart, the first plan waits for the agents that ran tasks to come back (or
+        # be declared lost), so that their processes are adopted rather than moved.
+        if cluster is None or (
+            self.engine is None and (alive < self.cfg.min_agents or self.agents.returning())
+        ):
+            self.agents._changed = True  # look again next time
+            return
+        self.executor.set_cluster(cluster)
+        policy = create(self.cfg.policy, **self.cfg.policy_options)
+        if self.engine is None:
+            runtime = RuntimeEstimator(cluster)
+            self.engine = Engine(
+                cluster,
+                policy,
+                self.executor,
+                runtime,
+                slot_seconds=self.cfg.slot_seconds,
+                seed=self.cfg.seed,
+                stall_slots=10**9,
+            )
+            self._restore(self.engine)
+        else:
+            waiting = self.engine.reconfigure(cluster, policy)
+            if waiting:
+                log.warning("[controller] jobs waiting for capacity: %s", ", ".join(waiting))
+        log.info("[controller] cluster: %s", ", ".join(s.name for s in cluster.servers))
+
+    def _restore(self, engine: Engine) -> None:
+        if self._restored:
+            return
+        self._restored = True
+        records: list[JobRecord] = self._restore_records
+        specs = {r.job_id: r.spec for r in records}
+        slot = int(self.store.get_meta("slot", 0))
+        waiting = engine.restore(records, slot=slot)
+        replayed = 0
+        for m in self.store.measurements():
+            spec = specs.get(m["job_id"])
+            placement = self.executor.placement_of(
+                tuple((a, int(w), int(p)) for a, w, p in m["layout"])
+            )
+            if spec is None or placement is None:
+                continue
+            engine.runtime.observe(
+                Measurement(
+                    job_id=m["job_id"],
+                    slot=m["slot"],
+                    placement=placement,
+                    iterations=m["iterations"],
+                    iteration_time_s=m["iteration_s"],
+                    compute_time_s=m["compute_s"],
+                    comm_time_s=m["comm_s"],
+                ),
+                spec,
+            )
+            replayed += 1
+        engine.runtime.refit()
+        active = sum(1 for r in records if r.state.is_active)
+        log.info(
+            "[controller] resumed at slot %d: %d jobs (%d active, %d waiting), %d measurements",
+            slot,
+            len(records),
+            active,
+            len(waiting),
+            replayed,
+        )
+        self._publish(engine)
+
+    def _take_requests(self, engine: Engine) -> None:
+        while True:
+            try:
+                job = self._submissions.get_nowait()
+            except queue.Empty:
+                break
+            engine.submit(replace(job, arrival_slot=max(job.arrival_slot, engine.slot)))
+        while True:
+            try:
+                job_id = self._cancels.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                record = engine.cancel(job_id)
+            except SpecError as err:
+                log.info("[controller] cancel %s: %s", job_id, err)
+                continue
+            self.executor.forget(job_id)
+            self.store.update_job(job_id, record_state(record, self._extra(job_id)))
+        for job_id, reason in list(self.executor.fatal.items()):
+            failing = engine.records.get(job_id)
+            if failing is not None and not failing.state.is_final:
+                engine.fail(job_id, reason)
+                self.executor.forget(job_id)
+                self.store.update_job(job_id, record_state(failing, self._extra(job_id)))
+        self._publish(engine)
+
+    def _after_slot(self, engine: Engine, report: Any, before: dict[str, JobState]) -> None:
+        t = report.slot
+        errors = {
+            (e.job_id, e.slot): e for e in engine.model_errors[-len(report.measurements) or 0 :]
+        }
+        with self.store.transaction():
+            self.store.set_meta("slot", engine.slot)
+            for job_id, record in engine.records.items():
+                decided = before.get(job_id) in (None, JobState.PENDING)
+                if decided and record.state is not JobState.PENDING:
+                    self.store.add_decision(
+                        t,
+                        job_id,
+                        record.state is not JobState.REJECTED,
+                        record.reason,
+                        {"total": record.quote.total} if record.quote else None,
+                    )
+            for m in report.measurements:
+                self._iterations[m.job_id] = self._iterations.get(m.job_id, 0.0) + m.iterations
+                err = errors.get((m.job_id, t))
+                predicted = err.predicted_s if err else None
+                if err is not None:
+                    self._last_error[m.job_id] = (err.predicted_s, err.measured_s)
+                gen_layout = self._layout_by_index(engine, m.placement)
+                self.store.add_measurement(
+                    t,
+                    m.job_id,
+                    {
+                        "layout": [list(e) for e in gen_layout],
+                        "iterations": m.iterations,
+                        "iteration_s": m.iteration_time_s,
+                        "compute_s": m.compute_time_s,
+                        "comm_s": m.comm_time_s,
+                        "bytes_sent": m.bytes_sent,
+                        "bytes_recv": m.bytes_recv,
+                        "predicted_s": predicted,
+                    },
+                )
+            for job_id, prog in report.progress.items():
+                self.store.add_progress(t, job_id, prog.units, prog.finished, prog.restart_s)
+            self.store.add_allocations(
+                t,
+                [
+                    (j, {"layout": [list(e) for e in self._layout_by_index(engine, p)]})
+                    for j, p in engine.placements.items()
+                ],
+            )
+            for job_id, record in engine.records.items():
+                if record.state is not before.get(job_id) or job_id in report.progress:
+                    self.store.update_job(job_id, record_state(record, self._extra(job_id)))
+        self._publish(engine)
+
+    def _layout_by_index(self, engine: Engine, p: Any) -> tuple[tuple[str, int, int], ...]:
+        return self.executor.layout_of(p, engine.cluster)
+
+    def _extra(self, job_id: str) -> dict[str, Any]:
+        return {"iterations": self._iterations.get(job_id, 0.0)}
+
+    def _save_run(self, job_id: str, run: dict[str, Any] | None) -> None:
+        if run is None:
+            self.store.delete_run(job_id)
+        else:
+            self.store.save_run(job_id, run)
+
+    # Client-facing state ----------------------------------------------------------------
+    def _publish(self, engine: Engine) -> None:
+        snap: dict[str, jobs_pb2.JobStatus] = {}
+        for job_id, record in engine.records.items():
+            snap[job_id] = self._status(engine, record)
+        with self._lock:
+            pending = {j: s for j, s in self._snapshot.items() if s.state == "pending"}
+            pending = {j: s for j, s in pending.items() if j not in snap}
+            self._snapshot = {**pending, **snap}
+
+    def _status(self, engine: Engine | None, record: JobRecord) -> jobs_pb2.JobStatus:
+        s = jobs_pb2.JobStatus(
+            job_id=record.job_id,
+            state=record.state.value,
+            reason=record.reason,
+            arrival_slot=record.spec.arrival_slot,
+            progress=record.progress,
+            total_work=record.spec.total_work,
+            completion_slot=record.completion_slot if record.completion_slot is not None else -1,
+            utility=record.utility(),
+            restarts=record.restarts,
+            price=record.quote.total if record.quote else 0.0,
+            slots_run=record.slots_run,
+            iterations=int(self._iterations.get(record.job_id, 0.0)),
+            admitted=record.admitted_slot is not None,
+            admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
+        )
+        p = engine.placements.get(record.job_id) if engine is not None else None
+        if engine is not None and p is not None:
+            for agent, w, k in self.executor.layout_of(p, engine.cluster):
+                s.placement.add(agent_id=agent, workers=w, ps=k)
+        err = self._last_error.get(record.job_id)
+        if err is not None:
+            s.predicted_iteration_s, s.measured_iteration_s = err
+        return s
+
+    def submit(self, document: str) -> list[str]:
+        jobs = parse_jobs(document)
+        with self._lock:
+            for i, job in enumerate(jobs):
+                if job.job_id in self._ids:
+                    raise SpecError(f"jobs[{i}].job_id", job.job_id, "a job id not used before")
+            now = time.time()
+            with self.store.transaction():
+                for job in jobs:
+                    self.store.add_job(job.job_id, job.to_dict(), submitted_at=now)
+            for job in jobs:
+                self._ids.add(job.job_id)
+                self._snapshot[job.job_id] = jobs_pb2.JobStatus(
+                    job_id=job.job_id,
+                    state="pending",
+                    total_work=job.total_work,
+                    completion_slot=-1,
+                )
+                self._submissions.put(job)
+        log.info("[controller] submitted %s", ", ".join(j.job_id for j in jobs))
+        return [j.job_id for j in jobs]
+
+    def cancel(self, job_id: str) -> jobs_pb2.JobStatus:
+        status = self.job(job_id)
+        if status.state in ("done", "rejected", "failed", "cancelled"):
+            raise SpecError("job_id", job_id, f"a job that is not final (it is {status.state})")
+        self.executor.forget(job_id)  # stop its processes now; the engine hears at the boundary
+        self._cancels.put(job_id)
+        status.state, status.reason = "cancelling", "cancel requested"
+        return status
+
+    def job(self, job_id: str) -> jobs_pb2.JobStatus:
+        with self._lock:
+            snap = self._snapshot.get(job_id)
+            if snap is None:
+                raise KeyError(job_id)
+            out = jobs_pb2.JobStatus()
+            out.CopyFrom(snap)
+        live = self.executor.live_units(job_id)
+        if live is not None and out.state in ("running", "admitted", "paused"):
+            out.progress = max(out.progress, min(out.total_work, live))
+        return out
+
+    def jobs(self) -> list[jobs_pb2.JobStatus]:
+        with self._lock:
+            ids = list(self._snapshot)
+        return [self.job(j) for j in ids]
+
+    def cluster_status(self) -> jobs_pb2.GetClusterStatusResponse:
+        engine = self.engine
+        resp = jobs_pb2.GetClusterStatusResponse(
+            slot=engine.slot if engine else 0,
+            slot_seconds=self.cfg.slot_seconds,
+            policy=self.cfg.policy,
+        )
+        used: dict[str, dict[str, float]] = {}
+        if engine is not None:
+            names = engine.cluster.resource_names
+            for i, server in enumerate(engine.cluster.servers):
+                used[server.name] = {n: float(engine.used[i, r]) for r, n in enumerate(names)}
+        now = time.monotonic()
+        for a in self.agents.all():
+            st = resp.agents.add(
+                agent_id=a.agent_id,
+                name=a.agent_id,
+                host=a.host,
+                alive=a.alive,
+                last_heartbeat_age_s=now - a.last_seen,
+                tasks=len(a.tasks),
+                gpu_type=a.gpu_type or "",
+            )
+            st.capacity.amounts.update(a.capacity)
+            st.used.amounts.update(used.get(a.agent_id, {}))
+        if engine is not None and engine.model_errors:
+            errs = [abs(e.relative) for e in engine.model_errors]
+            resp.model_error_mean_abs = sum(errs) / len(errs)
+            resp.model_error_samples = len(errs)
+        return resp
+
+
+def _agent_info(row: dict[str, Any]) -> Any:
+    from mlsched.controller.agents import AgentInfo
+
+    return AgentInfo.from_dict(row["agent_id"], row["seq"], row["info"], row["alive"])
+
+
+def _abort(context: grpc.ServicerContext, err: Exception) -> None:
+    if isinstance(err, KeyError):
+        context.abort(grpc.StatusCode.NOT_FOUND, f"no job {err.args[0]!r}")
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+
+class _AgentService(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    def Register(
+        self, request: agent_pb2.RegisterRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.RegisterResponse:
+        try:
+            info = info_from_request(request)
+        except SpecError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        info = self.ctl.agents.register(info)
+        self.ctl.store.upsert_agent(info.agent_id, info.to_dict(), alive=True)
+        log.info(
+            "[controller] agent %s registered (%s, %s)",
+            info.agent_id,
+            info.host,
+            " ".join(f"{k}={v:g}" for k, v in sorted(info.capacity.items())),
+        )
+        return agent_pb2.RegisterResponse(
+            agent_id=info.agent_id,
+            heartbeat_interval_s=self.ctl.cfg.heartbeat_s,
+            slot_seconds=self.ctl.cfg.slot_seconds,
+        )
+
+    def Heartbeat(
+        self, request: agent_pb2.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.HeartbeatResponse:
+        agent = self.ctl.agents.heartbeat(request)
+        if agent is None:
+            return agent_pb2.HeartbeatResponse(reregister=True)
+        self.ctl.executor.poke()
+        return agent_pb2.HeartbeatResponse(tasks=self.ctl.executor.desired_for(agent.agent_id))
+
+
+class _JobService(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    def SubmitJobs(
+        self, request: jobs_pb2.SubmitJobsRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.SubmitJobsResponse:
+        try:
+            return jobs_pb2.SubmitJobsResponse(job_ids=self.ctl.submit(request.document))
+        except MlschedError as err:
+            _abort(context, err)
+            raise
+
+    def GetJob(
+        self, request: jobs_pb2.GetJobRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.GetJobResponse:
+        try:
+            return jobs_pb2.GetJobResponse(job=self.ctl.job(request.job_id))
+        except KeyError as err:
+            _abort(context, err)
+            raise
+
+    def ListJobs(
+        self, request: jobs_pb2.ListJobsRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.ListJobsResponse:
+        return jobs_pb2.ListJobsResponse(jobs=self.ctl.jobs())
+
+    def CancelJob(
+        self, request: jobs_pb2.CancelJobRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.CancelJobResponse:
+        try:
+            return jobs_pb2.CancelJobResponse(job=self.ctl.cancel(request.job_id))
+        except (KeyError, MlschedError) as err:
+            _abort(context, err)
+            raise
+
+    def GetClusterStatus(
+        self, request: jobs_pb2.GetClusterStatusRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.GetClusterStatusResponse:
+        return self.ctl.cluster_status()
+
+
+_ = common_pb2  # the generated modules import it; keep the dependency explicit

@@ -1,0 +1,209 @@
+"""``mlsched demo``: a controller and two agents on this machine, training for real.
+
+The controller runs in this process on a loopback port; two agents run as their own
+processes (``python -m mlsched.agent``), each declaring two stand-in GPUs. A small mix of
+ResNet/VGG parameter-server and all-reduce jobs is submitted over gRPC like any client
+would, trained on the CPU over several slots by the chosen policy, and summarised per job:
+admitted, slots, iterations, measured vs predicted iteration time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.v1 import jobs_pb2
+
+__all__ = ["DEMO_JOBS", "run_cluster_demo"]
+
+log = logging.getLogger(__name__)
+
+# Small on purpose: 2 CPU cores train everything. Work units are mini-batches.
+_TRAINING = {"num_samples": 1024, "image_size": 16, "timeout_s": 30.0}
+_VGG_TRAINING = {**_TRAINING, "image_size": 32}  # five 2x2 poolings need 32 px
+DEMO_JOBS: list[dict[str, Any]] = [
+    {
+        "job_id": "resnet20-ps",
+        "model": "resnet20",
+        "arch": "ps",
+        "sync": "async",
+        "batch_size": 16,
+        "chunks": 2,
+        "batches_per_chunk": 60,
+        "max_workers": 2,
+        "requested_workers": 2,
+        "requested_ps": 1,
+        "worker": {"gpu": 1, "cpu": 0.5},
+        "ps": {"cpu": 0.5},
+        "compute_s": 0.05,
+        "gradient_mb": 1.1,
+        "training": _TRAINING,
+    },
+    {
+        "job_id": "vgg11n-ring",
+        "model": "vgg11-narrow",
+        "arch": "allreduce",
+        "batch_size": 16,
+        "chunks": 2,
+        "batches_per_chunk": 60,
+        "max_workers": 2,
+        "requested_workers": 2,
+        "worker": {"gpu": 1, "cpu": 0.5},
+        "compute_s": 0.05,
+        "gradient_mb": 2.0,
+        "training": _VGG_TRAINING,
+    },
+    {
+        "job_id": "resnet20-sync",
+        "model": "resnet20",
+        "arch": "ps",
+        "sync": "sync",
+        "batch_size": 16,
+        "chunks": 2,
+        "batches_per_chunk": 40,
+        "max_workers": 2,
+        "requested_workers": 2,
+        "requested_ps": 1,
+        "worker": {"gpu": 1, "cpu": 0.5},
+        "ps": {"cpu": 0.5},
+        "compute_s": 0.05,
+        "gradient_mb": 1.1,
+        "training": _TRAINING,
+        "arrival_slot": 1,
+    },
+]
+
+
+def _agent_cmd(controller: str, name: str, workdir: Path, ports: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "mlsched.agent",
+        "--controller",
+        controller,
+        "--name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--gpus",
+        "2",
+        "--gpu-type",
+        "cpu",
+        "--cpus",
+        "2",
+        "--mem-gb",
+        "4",
+        "--workdir",
+        str(workdir / name),
+        "--ports",
+        ports,
+        "--grace",
+        "20",
+    ]
+
+
+def run_cluster_demo(
+    *,
+    policy: str = "fifo",
+    slots: int = 8,
+    slot_seconds: float = 15.0,
+    workdir: Path | None = None,
+    jobs: list[dict[str, Any]] | None = None,
+    out: Any = None,
+    live: bool = True,
+) -> dict[str, jobs_pb2.JobStatus]:
+    """Run the demo; returns each job's final status. Progress goes to ``out`` (default:
+    the current ``sys.stdout``)."""
+    out = sys.stdout if out is None else out
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix="mlsched-demo-")
+        workdir = Path(tmp)
+    workdir.mkdir(parents=True, exist_ok=True)
+    ctl = Controller(
+        ControllerConfig(
+            listen="127.0.0.1:0",
+            policy=policy,
+            slot_seconds=slot_seconds,
+            db=str(workdir / "state.db"),
+            checkpoint_root=str(workdir / "checkpoints"),
+            heartbeat_s=0.5,
+            agent_timeout_s=10.0,
+            min_agents=2,
+            task_timeout_s=30.0,
+        )
+    ).start()
+    agents: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, ports in enumerate(("29600-29699", "29700-29799")):
+            log_file = open(workdir / f"agent{i}.log", "wb")  # noqa: SIM115 (outlives the block)
+            agents.append(
+                subprocess.Popen(
+                    _agent_cmd(ctl.address, f"agent{i}", workdir, ports),
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        print(
+            f"demo: controller {ctl.address} ({policy}, {slot_seconds:g}s slots, "
+            f"{slots} slots); agents agent0, agent1; files in {workdir}",
+            file=out,
+            flush=True,
+        )
+        ctl.submit(yaml.safe_dump(jobs if jobs is not None else DEMO_JOBS))
+        deadline = time.monotonic() + 60
+        while ctl.engine is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if ctl.engine is None:
+            raise RuntimeError(f"agents did not register within 60 s (logs in {workdir})")
+        _watch(ctl, slots, out, live)
+        return {j.job_id: j for j in ctl.jobs()}
+    finally:
+        ctl.stop(stop_tasks=True)
+        for p in agents:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+        for p in agents:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _watch(ctl: Controller, slots: int, out: Any, live: bool) -> None:
+    """Print progress every few seconds until every job is final or ``slots`` have run."""
+    last = ""
+    while True:
+        engine = ctl.engine
+        assert engine is not None
+        jobs = ctl.jobs()
+        final = jobs and all(j.state in ("done", "rejected", "failed", "cancelled") for j in jobs)
+        if final or engine.slot >= slots:
+            break
+        line = f"slot {engine.slot:>2}: " + "  ".join(
+            f"{j.job_id} {j.state} {100 * j.progress / max(1.0, j.total_work):.0f}%" for j in jobs
+        )
+        if live and line != last:
+            print(line, file=out, flush=True)
+            last = line
+        time.sleep(2.0)
+
+
+def demo_report(statuses: dict[str, jobs_pb2.JobStatus], ctl_errors: str = "") -> str:
+    from mlsched.controller.cli import job_table
+
+    return job_table(list(statuses.values()))

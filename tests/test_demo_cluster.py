@@ -1,0 +1,41 @@
+"""A short end-to-end run of ``mlsched demo``: controller, two agent processes, real CPU
+training of the demo's ResNet/VGG mix (shortened), per-job table."""
+
+from __future__ import annotations
+
+import copy
+import io
+from pathlib import Path
+
+import pytest
+
+from mlsched.cli import main
+from mlsched.testbed.cluster_demo import DEMO_JOBS, demo_report, run_cluster_demo
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
+    jobs = copy.deepcopy(DEMO_JOBS)
+    for job in jobs:
+        job["batches_per_chunk"] = 12  # a few seconds of training each
+    out = io.StringIO()
+    statuses = run_cluster_demo(
+        policy="fifo", slots=12, slot_seconds=5.0, workdir=tmp_path, jobs=jobs, out=out
+    )
+    assert set(statuses) == {j["job_id"] for j in DEMO_JOBS}
+    for job_id, s in statuses.items():
+        assert s.state == "done", (job_id, s.state, s.reason, out.getvalue())
+        assert s.progress == s.total_work
+        assert s.iterations > 0 and s.measured_iteration_s > 0
+    table = demo_report(statuses)
+    assert "resnet20-ps" in table and "meas s/it" in table
+    assert "slot" in out.getvalue()  # live progress lines
+    # Logs and checkpoints stay in the work directory.
+    assert (tmp_path / "state.db").exists()
+    assert (tmp_path / "checkpoints" / "vgg11n-ring" / "latest").exists()
+
+
+def test_demo_rejects_an_unknown_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--policy", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err

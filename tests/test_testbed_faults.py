@@ -1,0 +1,287 @@
+"""The testbed under faults, with real processes: a job re-laid-out between slots resumes
+from its checkpoint; a machine going down mid-slot; the controller killed and restarted."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster_helpers import (
+    agents,
+    controller,
+    controller_process,
+    free_port,
+    job_status,
+    kill_tree,
+    metrics,
+    mlp_job,
+    stub,
+    wait_for,
+)
+
+from mlsched.controller.store import Store
+from mlsched.core.allocation import Admission, Allocation, Placement
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import register
+from mlsched.scheduler.view import ClusterView
+from mlsched.v1 import jobs_pb2
+
+pytestmark = pytest.mark.slow
+
+# Steps of a few milliseconds: a generation cannot finish the job within the slot in which
+# it starts training, so a re-layout always finds it mid-way.
+SLOW: dict[str, Any] = {
+    "batch_size": 64,
+    "training": {"num_samples": 256, "image_size": 32, "timeout_s": 15.0},
+}
+
+
+class _TwoPhase(Policy):
+    """Admits everything; a job runs ``first`` until it has made progress, then ``then``.
+
+    Switching on progress rather than on a slot number keeps the test deterministic
+    whatever the trainers' start-up time: the first generation has always trained (and so
+    checkpoints a step > 0) when its layout changes.
+    """
+
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        return Admission.admit(reason="test policy")
+
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        n = len(view.cluster)
+        return Allocation(
+            slot,
+            {j: self.then(n) if view[j].progress > 0 else self.first(n) for j in view},
+        )
+
+    def first(self, n: int) -> Placement:
+        return Placement(((0, 1),))
+
+    @abstractmethod
+    def then(self, n: int) -> Placement:
+        """The layout once the job has made progress, on a cluster of ``n`` servers."""
+
+
+@register
+class _Spread(_TwoPhase):
+    name = "test-relayout"
+    description = "test: one worker on server 0, then one worker on each of two servers"
+
+    def then(self, n: int) -> Placement:
+        return Placement(((0, 1), (1, 1)))
+
+
+@register
+class _Move(_TwoPhase):
+    name = "test-move"
+    description = "test: one worker on server 0, then one on server 1 (0 if it is alone)"
+
+    def then(self, n: int) -> Placement:
+        return Placement(((1 % n, 1),))
+
+
+def _events(records: list[dict[str, Any]], event: str) -> list[int]:
+    return [r["step"] for r in records if r.get("type") == "event" and r.get("event") == event]
+
+
+def _iters(records: list[dict[str, Any]]) -> list[int]:
+    return [r["step"] for r in records if r.get("type") == "iter"]
+
+
+def _checkpoints(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return [
+        (r["step"], r["data_cursor"])
+        for r in records
+        if r.get("type") == "event" and r.get("event") == "checkpoint"
+    ]
+
+
+def test_relayout_between_slots_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-relayout")
+    total = 1200
+    try:
+        with agents(ctl.address, tmp_path, 2):
+            ctl.submit(yaml.safe_dump([mlp_job("grow", units=total, **SLOW)]))
+            wait_for(
+                lambda: job_status(ctl.address, "grow").state in ("done", "failed"),
+                90,
+                "the job to finish",
+                every=0.5,
+            )
+            status = job_status(ctl.address, "grow")
+            assert status.state == "done", (status.state, status.reason)
+            assert status.progress == status.total_work == total
+            assert status.restarts >= 1
+            # Generation 1: one rank, stopped by the re-layout at a checkpoint mid-way.
+            (g1,) = metrics(tmp_path, "grow.g1.r0")
+            assert _events(g1, "start") == [0]
+            ((step1, cursor1),) = _checkpoints(g1)
+            assert 0 < step1 < total
+            assert cursor1 == step1  # one worker: one mini-batch per step
+            assert _iters(g1)[-1] == step1 - 1
+            # Generation 2: two ranks on two agents, both from that checkpoint.
+            g2 = metrics(tmp_path, "grow.g2.r0") + metrics(tmp_path, "grow.g2.r1")
+            assert len(g2) == 2
+            for records in g2:
+                assert _events(records, "start") == [step1]
+                assert _iters(records)[0] == step1
+            # Rank 0 checkpoints the end; the data cursor continued from cursor1, two
+            # mini-batches a step, to the job's total.
+            ((step2, cursor2),) = _checkpoints(g2[0])
+            assert cursor2 == cursor1 + 2 * (step2 - step1)
+            assert total <= cursor2 <= total + 1
+            assert metrics(tmp_path, "grow.g3.r0") == []  # no other relaunch
+            # The store saw the relaunch cost and both layouts.
+            rows = ctl.store.progress("grow")
+            assert any(r["restart_s"] > 0 for r in rows), rows
+            assert rows[-1]["finished"]
+            layouts = {len(a["placement"]["layout"]) for a in ctl.store.allocations(job_id="grow")}
+            assert layouts == {1, 2}
+    finally:
+        ctl.stop()
+
+
+def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-move")
+    total = 1200
+    try:
+        with agents(ctl.address, tmp_path, 2) as procs:
+            ctl.submit(yaml.safe_dump([mlp_job("hop", units=total, **SLOW)]))
+            # Generation 1 trains and is moved (checkpointing); generation 2 trains on the
+            # other agent: that machine goes down.
+            wait_for(
+                lambda: any(_iters(r) for r in metrics(tmp_path, "hop.g2.r0")),
+                60,
+                "generation 2 to train",
+                every=0.2,
+            )
+            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/hop.g2.r0")]
+            (survivor,) = {"agent0", "agent1"} - {victim}
+            status = job_status(ctl.address, "hop")
+            assert status.state == "running"
+            assert [(p.agent_id, p.workers) for p in status.placement] == [(victim, 1)]
+            kill_tree(procs[int(victim.removeprefix("agent"))].pid, signal.SIGKILL)
+
+            def alive(agent_id: str) -> bool:
+                status = stub(ctl.address).GetClusterStatus(
+                    jobs_pb2.GetClusterStatusRequest(), timeout=5
+                )
+                return next(a.alive for a in status.agents if a.agent_id == agent_id)
+
+            wait_for(lambda: not alive(victim), 20, f"{victim} to be declared lost")
+            assert alive(survivor)
+            wait_for(
+                lambda: job_status(ctl.address, "hop").state in ("done", "failed"),
+                60,
+                "the job to finish on the survivor",
+                every=0.5,
+            )
+            status = job_status(ctl.address, "hop")
+            assert status.state == "done", (status.state, status.reason)
+            assert status.progress == status.total_work == total
+            # Generation 2 died without a checkpoint: generation 3, on the survivor,
+            # resumed from generation 1's.
+            (g1,) = metrics(tmp_path, "hop.g1.r0")
+            ((step1, _),) = _checkpoints(g1)
+            assert step1 > 0
+            (g2,) = metrics(tmp_path, "hop.g2.r0")
+            assert _checkpoints(g2) == []
+            assert not (tmp_path / survivor / "hop.g2.r0").exists()
+            assert (tmp_path / survivor / "hop.g3.r0").exists()
+            (g3,) = metrics(tmp_path, "hop.g3.r0")
+            assert _events(g3, "start") == [step1]
+            ((_, cursor3),) = _checkpoints(g3)
+            assert cursor3 == total
+    finally:
+        ctl.stop()
+
+
+def test_controller_killed_and_restarted_loses_no_admitted_job(tmp_path: Path) -> None:
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    db = tmp_path / "state.db"
+    ids = ["a", "b", "c"]
+    total = 1500
+
+    def start(n: int) -> subprocess.Popen[bytes]:
+        log = tmp_path / f"controller{n}.log"
+        return controller_process(tmp_path, port, log, slot_seconds=3.0, min_agents=2)
+
+    first = start(1)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for(lambda: _serving(address), 30, "the controller to serve")
+        with agents(address, tmp_path, 2):
+            document = yaml.safe_dump([mlp_job(j, units=total, **SLOW) for j in ids])
+            resp = stub(address).SubmitJobs(
+                jobs_pb2.SubmitJobsRequest(document=document), timeout=5
+            )
+            assert list(resp.job_ids) == ids
+            # Killed once a slot in which jobs trained has been recorded (admissions,
+            # progress, measured iterations) and the jobs train on.
+            wait_for(
+                lambda: any(j.iterations > 0 for j in _jobs(address)),
+                60,
+                "a job to train",
+                every=0.5,
+            )
+            before = {j.job_id: j for j in _jobs(address)}
+            kill_tree(first.pid, signal.SIGKILL)
+            first.wait(timeout=10)
+            with Store(str(db)) as store:
+                assert [r["job_id"] for r in store.jobs()] == ids
+                decided = store.decisions()
+            assert sorted(d["job_id"] for d in decided) == ids
+            assert all(d["admitted"] for d in decided)
+
+            second = start(2)
+            wait_for(lambda: _serving(address), 30, "the restarted controller to serve")
+            assert sorted(j.job_id for j in _jobs(address)) == ids
+            wait_for(
+                lambda: all(j.state in ("done", "failed", "cancelled") for j in _jobs(address)),
+                120,
+                "every job to finish",
+                every=0.5,
+            )
+            after = {j.job_id: j for j in _jobs(address)}
+            assert sorted(after) == ids  # none lost, none duplicated
+            for job_id, j in after.items():
+                assert j.state == "done", (job_id, j.state, j.reason)
+                assert j.progress == j.total_work
+                assert 0 < j.iterations <= total  # an adopted process is not counted twice
+            # The processes running at the kill were adopted, not restarted.
+            running = [j for j, s in before.items() if s.state == "running"]
+            assert running
+            for job_id in running:
+                assert metrics(tmp_path, f"{job_id}.g2.r0") == [], job_id
+                (records,) = metrics(tmp_path, f"{job_id}.g1.r0")
+                assert _checkpoints(records)[-1][1] == total
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                kill_tree(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+    with Store(str(db)) as store:
+        assert [r["job_id"] for r in store.jobs()] == ids
+        assert all(r["status"] == "done" for r in store.jobs())
+        assert store.decisions() == decided  # the admissions stand, none taken again
+
+
+def _serving(address: str) -> bool:
+    try:
+        stub(address).ListJobs(jobs_pb2.ListJobsRequest(), timeout=1)
+    except Exception:
+        return False
+    return True
+
+
+def _jobs(address: str) -> list[jobs_pb2.JobStatus]:
+    return list(stub(address).ListJobs(jobs_pb2.ListJobsRequest(), timeout=5).jobs)

@@ -27,6 +27,7 @@ import yaml
 
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.testbed.cluster_demo import agent_command
 from mlsched.trainers.launch import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -70,14 +71,10 @@ def _by_agent(a: argparse.Namespace, work: Path) -> float:
         )
     ).start()
     agent = subprocess.Popen(
-        [
-            sys.executable, "-m", "mlsched.agent", "--controller", ctl.address,
-            "--name", "bench", "--host", "127.0.0.1", "--gpus", "2", "--gpu-type", "cpu",
-            "--cpus", "2", "--workdir", str(work / "agent"), "--ports", "31000-31099",
-        ],
+        agent_command(ctl.address, "agent", work, "31000-31099"),
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     try:
         job = {
             "job_id": "bench",

@@ -18,6 +18,7 @@ import psutil
 
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.net.auth import ClientAuth, client_channel
+from mlsched.testbed.cluster_demo import agent_command
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 SMALL = {"num_samples": 256, "image_size": 8, "timeout_s": 15.0}
@@ -60,30 +61,7 @@ def controller(tmp: Path, **kw: Any) -> Controller:
 
 
 def agent_cmd(address: str, name: str, tmp: Path, ports: str, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "mlsched.agent",
-        "--controller",
-        address,
-        "--name",
-        name,
-        "--host",
-        "127.0.0.1",
-        "--gpus",
-        "2",
-        "--gpu-type",
-        "cpu",
-        "--cpus",
-        "2",
-        "--workdir",
-        str(tmp / name),
-        "--ports",
-        ports,
-        "--grace",
-        "10",
-        *extra,
-    ]
+    return [*agent_command(address, name, tmp, ports, grace_s=10), *extra]
 
 
 @contextlib.contextmanager

@@ -187,6 +187,11 @@ class AgentRegistry:
     def alive(self) -> list[AgentInfo]:
         return [a for a in self.all() if a.alive]
 
+    def mark_changed(self) -> None:
+        """Look at the membership again at the next slot boundary."""
+        with self._lock:
+            self._changed = True
+
     def take_changed(self) -> bool:
         with self._lock:
             changed, self._changed = self._changed, False

@@ -216,7 +216,7 @@ class Controller:
         if cluster is None or (
             self.engine is None and (alive < self.cfg.min_agents or self.agents.returning())
         ):
-            self.agents._changed = True  # look again next time
+            self.agents.mark_changed()
             return
         self.executor.set_cluster(cluster)
         policy = create(self.cfg.policy, **self.cfg.policy_options)

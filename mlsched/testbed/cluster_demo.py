@@ -25,92 +25,52 @@ import yaml
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.v1 import jobs_pb2
 
-__all__ = ["DEMO_JOBS", "run_cluster_demo"]
+__all__ = ["DEMO_JOBS", "agent_command", "demo_report", "run_cluster_demo"]
 
 log = logging.getLogger(__name__)
 
 # Small on purpose: 2 CPU cores train everything. Work units are mini-batches.
 _TRAINING = {"num_samples": 1024, "image_size": 16, "timeout_s": 30.0}
 _VGG_TRAINING = {**_TRAINING, "image_size": 32}  # five 2x2 poolings need 32 px
+
+
+def _job(job_id: str, model: str, arch: str, batches: int, **kw: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "job_id": job_id,
+        "model": model,
+        "arch": arch,
+        "batch_size": 16,
+        "chunks": 2,
+        "batches_per_chunk": batches,
+        "max_workers": 2,
+        "requested_workers": 2,
+        "worker": {"gpu": 1, "cpu": 0.5},
+        "compute_s": 0.05,
+        "training": _TRAINING,
+    }
+    if arch == "ps":
+        job.update(requested_ps=1, ps={"cpu": 0.5})
+    job.update(kw)
+    return job
+
+
 DEMO_JOBS: list[dict[str, Any]] = [
-    {
-        "job_id": "resnet20-ps",
-        "model": "resnet20",
-        "arch": "ps",
-        "sync": "async",
-        "batch_size": 16,
-        "chunks": 2,
-        "batches_per_chunk": 60,
-        "max_workers": 2,
-        "requested_workers": 2,
-        "requested_ps": 1,
-        "worker": {"gpu": 1, "cpu": 0.5},
-        "ps": {"cpu": 0.5},
-        "compute_s": 0.05,
-        "gradient_mb": 1.1,
-        "training": _TRAINING,
-    },
-    {
-        "job_id": "vgg11n-ring",
-        "model": "vgg11-narrow",
-        "arch": "allreduce",
-        "batch_size": 16,
-        "chunks": 2,
-        "batches_per_chunk": 60,
-        "max_workers": 2,
-        "requested_workers": 2,
-        "worker": {"gpu": 1, "cpu": 0.5},
-        "compute_s": 0.05,
-        "gradient_mb": 2.0,
-        "training": _VGG_TRAINING,
-    },
-    {
-        "job_id": "resnet20-sync",
-        "model": "resnet20",
-        "arch": "ps",
-        "sync": "sync",
-        "batch_size": 16,
-        "chunks": 2,
-        "batches_per_chunk": 40,
-        "max_workers": 2,
-        "requested_workers": 2,
-        "requested_ps": 1,
-        "worker": {"gpu": 1, "cpu": 0.5},
-        "ps": {"cpu": 0.5},
-        "compute_s": 0.05,
-        "gradient_mb": 1.1,
-        "training": _TRAINING,
-        "arrival_slot": 1,
-    },
+    _job("resnet20-ps", "resnet20", "ps", 60, sync="async", gradient_mb=1.1),
+    _job("vgg11n-ring", "vgg11-narrow", "allreduce", 60, gradient_mb=2.0, training=_VGG_TRAINING),
+    _job("resnet20-sync", "resnet20", "ps", 40, sync="sync", gradient_mb=1.1, arrival_slot=1),
 ]
 
 
-def _agent_cmd(controller: str, name: str, workdir: Path, ports: str) -> list[str]:
+def agent_command(
+    controller: str, name: str, workdir: Path, ports: str, *, grace_s: float = 20.0
+) -> list[str]:
+    """A local agent standing in two GPUs on the CPU (``python -m mlsched.agent``)."""
     return [
-        sys.executable,
-        "-m",
-        "mlsched.agent",
-        "--controller",
-        controller,
-        "--name",
-        name,
-        "--host",
-        "127.0.0.1",
-        "--gpus",
-        "2",
-        "--gpu-type",
-        "cpu",
-        "--cpus",
-        "2",
-        "--mem-gb",
-        "4",
-        "--workdir",
-        str(workdir / name),
-        "--ports",
-        ports,
-        "--grace",
-        "20",
-    ]
+        sys.executable, "-m", "mlsched.agent", "--controller", controller,
+        "--name", name, "--host", "127.0.0.1", "--gpus", "2", "--gpu-type", "cpu",
+        "--cpus", "2", "--mem-gb", "4", "--workdir", str(workdir / name),
+        "--ports", ports, "--grace", f"{grace_s:g}",
+    ]  # fmt: skip
 
 
 def run_cluster_demo(
@@ -150,7 +110,7 @@ def run_cluster_demo(
             log_file = open(workdir / f"agent{i}.log", "wb")  # noqa: SIM115 (outlives the block)
             agents.append(
                 subprocess.Popen(
-                    _agent_cmd(ctl.address, f"agent{i}", workdir, ports),
+                    agent_command(ctl.address, f"agent{i}", workdir, ports),
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,

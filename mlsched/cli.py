@@ -183,8 +183,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policy", action="append", default=[], help="policy (repeatable with --simulated)"
     )
-    p.add_argument("--slots", type=_positive_int, default=10, help="slots to run at most")
-    p.add_argument("--slot-seconds", type=_positive_float, default=15.0, help="slot length (s)")
+    p.add_argument("--slots", type=_positive_int, default=16, help="slots to run at most")
+    p.add_argument("--slot-seconds", type=_positive_float, default=10.0, help="slot length (s)")
     p.add_argument("--workdir", type=Path, help="keep state, logs and checkpoints here")
     p.add_argument("--simulated", action="store_true", help="simulated comparison instead")
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")

@@ -167,24 +167,25 @@ class ClusterExecutor(Executor):
                 run.finished = True
             self._reconcile_locked()
 
-    def live_units(self, job_id: str) -> float | None:
-        """Work units done by the job's processes as last reported (between slots)."""
+    def live(self, job_id: str) -> tuple[float, int] | None:
+        """(work units done, trainer steps done) by the job's processes as last reported:
+        fresher than the engine's per-slot accounting."""
         with self._lock:
             run = self.runs.get(job_id)
             if run is None:
                 return None
+            units, step = float(max(run.cursor, run.reported_units)), run.step
             gen = run.gen
-            if gen is None:
-                return float(max(run.cursor, run.reported_units))
-            steps = [
-                s.measurement.last_step
-                for s in self._statuses(gen).values()
-                if s is not None and s.measurement.iterations
-            ]
-            if not steps:
-                return float(max(run.cursor, run.reported_units))
-            done = gen.start_cursor + max(0, max(steps) + 1 - gen.start_step) * gen.ups
-            return float(max(done, run.reported_units))
+            if gen is not None:
+                steps = [
+                    s.measurement.last_step
+                    for s in self._statuses(gen).values()
+                    if s is not None and s.measurement.iterations
+                ]
+                if steps:
+                    step = max(step, max(steps) + 1)
+                    units = max(units, gen.start_cursor + max(0, step - gen.start_step) * gen.ups)
+            return units, step
 
     # Heartbeats -------------------------------------------------------------------------
     def desired_for(self, agent_id: str) -> list[agent_pb2.TaskSpec]:
@@ -221,13 +222,21 @@ class ClusterExecutor(Executor):
         status is unknown (not exited) until it registers again or is declared lost."""
         out: dict[str, agent_pb2.TaskStatus | None] = {}
         for task_id, agent_id in gen.agent_of.items():
+            final = gen.final.get(task_id)
+            if final is not None:
+                # An exit is reported once (the agent forgets it when acknowledged).
+                out[task_id] = final
+                continue
             agent = self.agents.get(agent_id)
             if agent is not None and agent.returning:
                 out[task_id] = agent_pb2.TaskStatus(task_id=task_id)
             elif agent is None or not agent.alive:
                 out[task_id] = None
             else:
-                out[task_id] = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
+                status = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
+                if status.state == EXITED:
+                    gen.final[task_id] = status
+                out[task_id] = status
         return out
 
     def _reconcile_locked(self) -> None:
@@ -272,7 +281,6 @@ class ClusterExecutor(Executor):
                 if m.checkpoint_step >= run.step:
                     run.step, run.cursor = int(m.checkpoint_step), int(m.checkpoint_cursor)
         self._release_ports(gen)
-        gen.final = {t: s for t, s in exited.items() if s is not None}
         run.ended.append(gen)
         if run.step >= gen.stop_step:
             run.finished, run.failures = True, 0

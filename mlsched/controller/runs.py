@@ -66,6 +66,7 @@ class Generation:
             "draining": self.draining,
             "failed": self.failed,
             "restart_reported": self.restart_reported,
+            "final": {k: json_format.MessageToDict(v) for k, v in self.final.items()},
         }
 
     @classmethod
@@ -86,6 +87,10 @@ class Generation:
             draining=raw["draining"],
             failed=raw["failed"],
             restart_reported=raw["restart_reported"],
+            final={
+                k: json_format.ParseDict(v, agent_pb2.TaskStatus())
+                for k, v in raw.get("final", {}).items()
+            },
         )
 
 

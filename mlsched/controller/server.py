@@ -324,7 +324,6 @@ class Controller:
                         {"total": record.quote.total} if record.quote else None,
                     )
             for m in report.measurements:
-                self._iterations[m.job_id] = self._iterations.get(m.job_id, 0.0) + m.iterations
                 err = errors.get((m.job_id, t))
                 predicted = err.predicted_s if err else None
                 if err is not None:
@@ -346,6 +345,9 @@ class Controller:
                 )
             for job_id, prog in report.progress.items():
                 self.store.add_progress(t, job_id, prog.units, prog.finished, prog.restart_s)
+                live = self.executor.live(job_id)
+                if live is not None:
+                    self._iterations[job_id] = float(live[1])  # trainer steps
             self.store.add_allocations(
                 t,
                 [
@@ -444,9 +446,12 @@ class Controller:
                 raise KeyError(job_id)
             out = jobs_pb2.JobStatus()
             out.CopyFrom(snap)
-        live = self.executor.live_units(job_id)
-        if live is not None and out.state in ("running", "admitted", "paused"):
-            out.progress = max(out.progress, min(out.total_work, live))
+        live = self.executor.live(job_id)
+        if live is not None:
+            units, steps = live
+            out.iterations = max(out.iterations, steps)
+            if out.state in ("running", "admitted", "paused"):
+                out.progress = max(out.progress, min(out.total_work, units))
         return out
 
     def jobs(self) -> list[jobs_pb2.JobStatus]:

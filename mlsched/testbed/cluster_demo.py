@@ -55,10 +55,12 @@ def _job(job_id: str, model: str, arch: str, batches: int, **kw: Any) -> dict[st
 
 
 DEMO_JOBS: list[dict[str, Any]] = [
-    _job("resnet20-ps", "resnet20", "ps", 60, sync="async", gradient_mb=1.1),
-    _job("vgg11n-ring", "vgg11-narrow", "allreduce", 60, gradient_mb=2.0, training=_VGG_TRAINING),
-    _job("resnet20-sync", "resnet20", "ps", 40, sync="sync", gradient_mb=1.1, arrival_slot=1),
-]
+    _job("resnet20-ps", "resnet20", "ps", 200, sync="async", gradient_mb=1.1),
+    _job("vgg11n-ring", "vgg11-narrow", "allreduce", 150, gradient_mb=2.0, training=_VGG_TRAINING),
+    _job("resnet20-sync", "resnet20", "ps", 120, sync="sync", gradient_mb=1.1, arrival_slot=1),
+    _job("vgg11n-ps", "vgg11-narrow", "ps", 100, gradient_mb=2.0, training=_VGG_TRAINING,
+         arrival_slot=2, requested_workers=1),
+]  # fmt: skip
 
 
 def agent_command(
@@ -129,6 +131,16 @@ def run_cluster_demo(
         if ctl.engine is None:
             raise RuntimeError(f"agents did not register within 60 s (logs in {workdir})")
         _watch(ctl, slots, out, live)
+        status = ctl.cluster_status()
+        if status.model_error_samples:
+            first, last = _model_error_trend(ctl)
+            print(
+                f"runtime model: mean |predicted - measured| / measured "
+                f"{100 * status.model_error_mean_abs:.0f}% over {status.model_error_samples} "
+                f"job-slots (first slot measured: {100 * first:.0f}%, last: {100 * last:.0f}%)",
+                file=out,
+                flush=True,
+            )
         return {j.job_id: j for j in ctl.jobs()}
     finally:
         ctl.stop(stop_tasks=True)
@@ -161,6 +173,18 @@ def _watch(ctl: Controller, slots: int, out: Any, live: bool) -> None:
             print(line, file=out, flush=True)
             last = line
         time.sleep(2.0)
+
+
+def _model_error_trend(ctl: Controller) -> tuple[float, float]:
+    """Mean relative model error in the first and the last slot with measurements."""
+    engine = ctl.engine
+    assert engine is not None and engine.model_errors
+    by_slot: dict[int, list[float]] = {}
+    for e in engine.model_errors:
+        by_slot.setdefault(e.slot, []).append(abs(e.relative))
+    slots = sorted(by_slot)
+    first, last = by_slot[slots[0]], by_slot[slots[-1]]
+    return sum(first) / len(first), sum(last) / len(last)
 
 
 def demo_report(statuses: dict[str, jobs_pb2.JobStatus], ctl_errors: str = "") -> str:

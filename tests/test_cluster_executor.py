@@ -1,0 +1,119 @@
+"""The cluster executor's generation logic, driven by the agents' protocol messages (no
+processes: heartbeats are built the way agents build them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlsched.controller.agents import AgentInfo, AgentRegistry
+from mlsched.controller.cluster_executor import ClusterExecutor
+from mlsched.controller.runs import TaskDefaults
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.job import JobSpec
+from mlsched.v1 import agent_pb2
+
+DONE = agent_pb2.TASK_STATE_EXITED
+RUNNING = agent_pb2.TASK_STATE_RUNNING
+
+
+def _setup(
+    n_agents: int = 2, **job: Any
+) -> tuple[AgentRegistry, ClusterExecutor, JobSpec, list[float]]:
+    reg = AgentRegistry(timeout_s=5.0)
+    for i in range(n_agents):
+        reg.register(AgentInfo(agent_id=f"a{i}", host="127.0.0.1", capacity={"gpu": 2}))
+    clock = [1000.0]
+    ex = ClusterExecutor(
+        reg,
+        slot_seconds=10.0,
+        defaults=TaskDefaults(checkpoint_root="/ckpt"),
+        clock=lambda: clock[0],
+    )
+    cluster = reg.cluster()
+    assert cluster is not None
+    ex.set_cluster(cluster)
+    spec = JobSpec.from_dict(
+        {"job_id": "j", "model": "mlp", "arch": "allreduce", "batches_per_chunk": 100,
+         "max_workers": 2, **job}
+    )  # fmt: skip
+    return reg, ex, spec, clock
+
+
+def _beat(reg: AgentRegistry, agent: str, tasks: list[agent_pb2.TaskStatus]) -> None:
+    assert reg.heartbeat(agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)) is not None
+
+
+def _status(task_id: str, state: int, *, last: int = -1, ckpt: int = -1, cursor: int = -1,
+            code: int = 0, timed: int = 0, compute: float = 0.0) -> agent_pb2.TaskStatus:  # fmt: skip
+    s = agent_pb2.TaskStatus(task_id=task_id, job_id="j", state=state, exit_code=code)
+    m = s.measurement
+    m.iterations, m.last_step = (last + 1 if last >= 0 else 0), last
+    m.checkpoint_step, m.checkpoint_cursor = ckpt, cursor
+    m.timed_iterations, m.compute_time_s, m.comm_time_s = timed, compute, compute / 2
+    m.first_iteration_unix = m.last_iteration_unix = 1001.0
+    return s
+
+
+def test_relayout_waits_for_every_exit_even_when_reported_in_separate_heartbeats() -> None:
+    reg, ex, spec, _ = _setup()
+    one = Placement(((0, 2),))  # both ranks on a0
+    ex.apply(0, Allocation(0, {"j": one}), {"j": spec}, {"j": 100.0})
+    tasks = [t.task_id for t in ex.desired_for("a0")]
+    assert tasks == ["j.g1.r0", "j.g1.r1"] and ex.desired_for("a1") == []
+    assert ex.desired_for("a0")[0].stop_step == 50  # 100 mini-batches, 2 per step
+    # Slot 1 moves one rank to a1: generation 1 drains (no longer desired anywhere).
+    ex.apply(1, Allocation(1, {"j": Placement(((0, 1), (1, 1)))}), {"j": spec}, {"j": 60.0})
+    assert ex.desired_for("a0") == []
+    # The ranks exit in two heartbeats; each exit is reported once, then acknowledged.
+    _beat(reg, "a0", [_status("j.g1.r0", DONE, last=19, ckpt=20, cursor=40),
+                      _status("j.g1.r1", RUNNING, last=19)])  # fmt: skip
+    assert ex.desired_for("a0") == []
+    _beat(reg, "a0", [_status("j.g1.r1", DONE, last=19)])
+    new = ex.desired_for("a0") + ex.desired_for("a1")
+    assert sorted(t.task_id for t in new) == ["j.g2.r0", "j.g2.r1"]
+    assert {t.stop_step for t in new} == {20 + 30}  # from the checkpoint: 60 left, 2 per step
+    assert ex.runs["j"].step == 20 and ex.runs["j"].cursor == 40
+
+
+def test_lost_agent_fails_the_generation_and_it_restarts_from_the_last_checkpoint() -> None:
+    reg, ex, spec, _ = _setup()
+    p = Placement(((1, 1),))
+    ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})
+    (task,) = ex.desired_for("a1")
+    _beat(reg, "a1", [_status(task.task_id, RUNNING, last=30, timed=29, compute=2.9)])
+    agent = reg.get("a1")
+    assert agent is not None
+    agent.alive = False  # declared lost (what expire() does after the timeout)
+    ex.reconcile()
+    run = ex.runs["j"]
+    assert run.gen is None and run.failures == 1 and run.step == 0  # no checkpoint yet
+    # Re-planned on the survivor: generation 2 starts from step 0 with the whole work.
+    cluster = reg.cluster()
+    assert cluster is not None
+    ex.set_cluster(cluster)
+    ex.apply(1, Allocation(1, {"j": Placement(((0, 1),))}), {"j": spec}, {"j": 100.0})
+    (task2,) = ex.desired_for("a0")
+    assert task2.task_id == "j.g2.r0" and task2.stop_step == 100 and task2.num_workers == 1
+
+
+def test_slot_report_turns_cumulative_counters_into_progress_and_measurements() -> None:
+    reg, ex, spec, clock = _setup()
+    p = Placement(((0, 2),))
+    ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})
+    _beat(reg, "a0", [_status("j.g1.r0", RUNNING, last=9, timed=8, compute=0.8),
+                      _status("j.g1.r1", RUNNING, last=9, timed=8, compute=0.8)])  # fmt: skip
+    clock[0] += 10.0
+    report = ex.collect(0)
+    prog = report.progress["j"]
+    assert prog.units == 20 and not prog.finished  # 10 steps x 2 ranks
+    (m,) = report.measurements
+    assert m.iterations == 8 and abs(m.compute_time_s - 0.1) < 1e-9
+    assert abs(m.comm_time_s - 0.05) < 1e-9 and m.placement == p
+    # Next slot: only the difference counts.
+    ex.apply(1, Allocation(1, {"j": p}), {"j": spec}, {"j": 80.0})
+    _beat(reg, "a0", [_status("j.g1.r0", RUNNING, last=49, timed=48, compute=4.8),
+                      _status("j.g1.r1", RUNNING, last=49, timed=48, compute=4.8)])  # fmt: skip
+    clock[0] += 10.0
+    report = ex.collect(1)
+    assert report.progress["j"].units == 80 and report.progress["j"].finished
+    assert report.measurements[0].iterations == 40

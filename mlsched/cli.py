@@ -135,7 +135,13 @@ def get_args_parser() -> argparse.ArgumentParser:
         prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
     )
     levels = ["debug", "info", "warning", "error"]
-    parser.add_argument("--log-level", default="warning", action=EnvDefault, choices=levels)
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        action=EnvDefault,
+        choices=levels,
+        help="default: info for the controller and agent daemons, warning otherwise",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("simulate", help="run one policy on one workload in the simulator")
@@ -405,9 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = get_args_parser().parse_args(argv)
     except SystemExit as exc:  # argparse's own usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 2
-    level = getattr(logging, args.log_level.upper())
+    daemon = args.command in ("controller", "agent")
+    level = getattr(logging, (args.log_level or ("info" if daemon else "warning")).upper())
     logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+        level=level,
+        stream=sys.stderr,
+        format=("%(asctime)s " if daemon else "") + "%(levelname)s %(name)s: %(message)s",
     )
     try:
         if args.command in CLUSTER_COMMANDS:

@@ -1,6 +1,9 @@
 """Policies behind one interface and a registry; importing this registers the built-ins."""
 
-from mlsched.scheduler import baselines  # noqa: F401  (registers the baselines)
+from mlsched.scheduler import (
+    baselines,  # noqa: F401  (registers the baselines)
+    oasis,  # noqa: F401  (registers OASiS)
+)
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, register, registered
 from mlsched.scheduler.view import CapacityLedger, ClusterView, JobView, RunContext

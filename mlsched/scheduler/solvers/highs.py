@@ -201,11 +201,14 @@ def solve_milp(
     *,
     time_limit_s: float,
     mip_rel_gap: float | None = None,
+    node_limit: int | None = None,
     maximize: bool = False,
 ) -> SolveResult:
     """Minimise (or maximise) ``c @ x`` over the same constraints as :func:`solve_lp`, with
     ``integrality[i]`` = 1 for an integer ``x[i]`` and 0 for a continuous one (default: all
-    integer), under a required wall-clock ``time_limit_s`` and an optional ``mip_rel_gap``."""
+    integer), under a required wall-clock ``time_limit_s`` and an optional ``mip_rel_gap``.
+    ``node_limit`` bounds the branch-and-bound nodes: unlike the clock, it stops the solver
+    at the same point on any machine, so a policy that hits it stays reproducible."""
     cost = _cost(c, maximize)
     limit = _time_limit(time_limit_s, required=True)
     n = len(cost)
@@ -218,6 +221,10 @@ def solve_milp(
         ):
             raise ValueError(f"mip_rel_gap must be a number >= 0, got {mip_rel_gap!r}")
         options["mip_rel_gap"] = float(mip_rel_gap)
+    if node_limit is not None:
+        if isinstance(node_limit, bool) or not isinstance(node_limit, int) or node_limit < 1:
+            raise ValueError(f"node_limit must be an integer >= 1, got {node_limit!r}")
+        options["node_limit"] = node_limit
     kinds = np.ones(n) if integrality is None else np.asarray(integrality, dtype=float)
     if kinds.shape != (n,):
         raise ValueError(f"integrality: expected {n} entries, got shape {kinds.shape}")

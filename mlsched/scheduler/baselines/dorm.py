@@ -68,7 +68,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from mlsched.core.allocation import Admission, Allocation, Placement
 from mlsched.core.cluster import Cluster
@@ -78,6 +77,7 @@ from mlsched.scheduler.baselines.taskfill import EPS, JobDemand, TaskFiller, to_
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
+from mlsched.scheduler.solvers.model import MilpModel
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["DormPolicy", "DormSolve", "share_coefficients"]
@@ -123,24 +123,6 @@ def _kappa(job: JobSpec) -> int:
     if job.ps_ratio is not None:
         k = max(k, 1.0 / job.ps_ratio)
     return max(1, math.ceil(k - 1e-9))
-
-
-class _Rows:
-    """A growing sparse ``A_ub x <= b_ub``."""
-
-    def __init__(self) -> None:
-        self.r: list[int] = []
-        self.c: list[int] = []
-        self.v: list[float] = []
-        self.b: list[float] = []
-
-    def add(self, entries: list[tuple[int, float]], rhs: float) -> None:
-        row = len(self.b)
-        for col, val in entries:
-            self.r.append(row)
-            self.c.append(col)
-            self.v.append(val)
-        self.b.append(rhs)
 
 
 @register
@@ -259,7 +241,7 @@ class DormPolicy(Policy):
         hi: list[float] = []
         gain: list[float] = []
         kinds: list[int] = []
-        rows = _Rows()
+        rows = MilpModel()  # rows only: the columns are built alongside
         cap_rows: dict[tuple[int, int], list[tuple[int, float]]] = {}
 
         def var(low: float, high: float, obj: float, integer: bool) -> int:
@@ -311,23 +293,23 @@ class DormPolicy(Policy):
         if not cols:
             return {}
         for (s, r), entries in cap_rows.items():
-            rows.add(entries, float(cap[s, r]))
+            rows.row(entries, float(cap[s, r]))
         on_cols = [var(0.0, 1.0, 0.0, True) for _ in jobs]
         ch_cols: list[int] = []
         for i, d in enumerate(jobs):
             job = d.job
             ys, zs, on = y_cols[i], z_cols[i], on_cols[i]
-            rows.add([(c, 1.0) for c in ys] + [(on, -float(job.worker_cap))], 0.0)
-            rows.add([(c, -1.0) for c in ys] + [(on, float(job.min_workers))], 0.0)
+            rows.row([(c, 1.0) for c in ys] + [(on, -float(job.worker_cap))], 0.0)
+            rows.row([(c, -1.0) for c in ys] + [(on, float(job.min_workers))], 0.0)
             if job.uses_ps:
-                rows.add([(c, -1.0) for c in zs] + [(on, 1.0)], 0.0)
+                rows.row([(c, -1.0) for c in zs] + [(on, 1.0)], 0.0)
                 b, big_b = job.worker_bw_gbps, job.ps_bw_gbps
                 if b > 0 and big_b > 0:
-                    rows.add([(c, b) for c in ys] + [(c, -big_b) for c in zs], 0.0)
+                    rows.row([(c, b) for c in ys] + [(c, -big_b) for c in zs], 0.0)
                 if job.ps_ratio is not None:
-                    rows.add([(c, 1.0) for c in ys] + [(c, -job.ps_ratio) for c in zs], 0.0)
+                    rows.row([(c, 1.0) for c in ys] + [(c, -job.ps_ratio) for c in zs], 0.0)
                 kappa = float(_kappa(job))
-                rows.add([(c, 1.0) for c in zs] + [(c, -kappa) for c in ys], 0.0)
+                rows.row([(c, 1.0) for c in zs] + [(c, -kappa) for c in ys], 0.0)
             # Fairness on the dimension dominant at the job's DRF allocation.
             drf = fair.get(job.job_id)
             if drf is not None and self.fairness > 0:
@@ -336,7 +318,7 @@ class DormPolicy(Policy):
                 dim = int(np.argmax(shares))
                 target = self.fairness * float(shares[dim])
                 if target > 0:
-                    rows.add(
+                    rows.row(
                         [(c, -float(a_co[dim])) for c in ys] + [(c, -float(b_co[dim])) for c in zs],
                         -target * (1 - 1e-9),
                     )
@@ -345,12 +327,12 @@ class DormPolicy(Policy):
                 ch = var(0.0, 1.0, 0.0, True)
                 ch_cols.append(ch)
                 big_y = float(job.worker_cap)
-                rows.add([(c, 1.0) for c in ys] + [(ch, -big_y)], float(prev.n_workers))
-                rows.add([(c, -1.0) for c in ys] + [(ch, -big_y)], -float(prev.n_workers))
+                rows.row([(c, 1.0) for c in ys] + [(ch, -big_y)], float(prev.n_workers))
+                rows.row([(c, -1.0) for c in ys] + [(ch, -big_y)], -float(prev.n_workers))
                 if job.uses_ps:
                     big_z = float(_kappa(job) * job.worker_cap)
-                    rows.add([(c, 1.0) for c in zs] + [(ch, -big_z)], float(prev.n_ps))
-                    rows.add([(c, -1.0) for c in zs] + [(ch, -big_z)], -float(prev.n_ps))
+                    rows.row([(c, 1.0) for c in zs] + [(ch, -big_z)], float(prev.n_ps))
+                    rows.row([(c, -1.0) for c in zs] + [(ch, -big_z)], -float(prev.n_ps))
                 # Keeping tasks where they were: a small bonus per kept task.
                 where = {(True, s): n for s, n in prev.workers}
                 where.update({(False, s): n for s, n in prev.ps})
@@ -359,12 +341,12 @@ class DormPolicy(Policy):
                     n = where.get((is_worker, s), 0)
                     if n:
                         k = var(0.0, float(n), bonus, False)
-                        rows.add([(k, 1.0), (c, -1.0)], 0.0)
+                        rows.row([(k, 1.0), (c, -1.0)], 0.0)
         if ch_cols:
             limit = math.ceil(self.adjust_fraction * len(jobs) - 1e-9)
-            rows.add([(c, 1.0) for c in ch_cols], float(limit))
+            rows.row([(c, 1.0) for c in ch_cols], float(limit))
         n = len(lo)
-        a_ub = coo_matrix((rows.v, (rows.r, rows.c)), shape=(len(rows.b), n)).tocsr()
+        a_ub = rows.a_ub(n)
         start = time.perf_counter()
         res = solve_milp(
             np.array(gain),

@@ -49,7 +49,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from mlsched.core.allocation import Placement, Plan
 from mlsched.core.cluster import Cluster
@@ -57,6 +56,7 @@ from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import RuntimeModel
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers, pack
 from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
+from mlsched.scheduler.solvers.model import MilpModel
 from mlsched.scheduler.view import CapacityLedger
 
 __all__ = ["OfflineResult", "offline_optimum", "performance_ratio", "worker_rate"]
@@ -148,35 +148,6 @@ class _SlotCols:
     u: int
 
 
-class _Model:
-    """Columns (with bounds, objective, integrality) and sparse ``A_ub x <= b_ub`` rows."""
-
-    def __init__(self) -> None:
-        self.lo: list[float] = []
-        self.hi: list[float] = []
-        self.obj: list[float] = []
-        self.kind: list[int] = []
-        self.r: list[int] = []
-        self.c: list[int] = []
-        self.v: list[float] = []
-        self.b: list[float] = []
-
-    def var(self, lo: float, hi: float, obj: float = 0.0, integer: bool = True) -> int:
-        self.lo.append(lo)
-        self.hi.append(hi)
-        self.obj.append(obj)
-        self.kind.append(1 if integer else 0)
-        return len(self.lo) - 1
-
-    def row(self, entries: Sequence[tuple[int, float]], rhs: float) -> None:
-        k = len(self.b)
-        for col, val in entries:
-            self.r.append(k)
-            self.c.append(col)
-            self.v.append(val)
-        self.b.append(rhs)
-
-
 def offline_optimum(
     jobs: Sequence[JobSpec],
     cluster: Cluster,
@@ -210,7 +181,7 @@ def offline_optimum(
             raise ValueError(f"job {job.job_id!r} has a progress utility, not f(duration)")
     start = time.perf_counter()
     cap = cluster.capacity
-    m = _Model()
+    m = MilpModel()
     rate_of: dict[str, float] = {}
     unschedulable: list[str] = []
     layout: list[tuple[JobSpec, float, dict[int, _SlotCols]]] = []
@@ -299,7 +270,7 @@ def offline_optimum(
             message="no job can be scheduled",
             rates=rate_of,
         )
-    a_ub = coo_matrix((m.v, (m.r, m.c)), shape=(len(m.b), n)).tocsr()
+    a_ub = m.a_ub(n)
     res = solve_milp(
         np.array(m.obj),
         a_ub,

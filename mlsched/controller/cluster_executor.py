@@ -45,6 +45,12 @@ EXITED = agent_pb2.TASK_STATE_EXITED
 COUNTERS = ("timed_iterations", "compute_time_s", "comm_time_s", "bytes_sent", "bytes_recv")
 
 
+def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
+    """A placement by server index as (agent id, workers, PSs) in server order."""
+    w, k = dict(p.workers), dict(p.ps)
+    return tuple((name_of(s), w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k)))
+
+
 class ClusterExecutor(Executor):
     def __init__(
         self,
@@ -98,10 +104,7 @@ class ClusterExecutor(Executor):
                         self._want[job_id] = run.gen.layout
 
     def layout_of(self, p: Placement, cluster: Cluster) -> Layout:
-        w, k = dict(p.workers), dict(p.ps)
-        return tuple(
-            (cluster.servers[s].name, w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k))
-        )
+        return _layout(p, lambda s: cluster.servers[s].name)
 
     def placement_of(self, layout: Layout) -> Placement | None:
         try:
@@ -126,14 +129,11 @@ class ClusterExecutor(Executor):
             start = self._deadline if self._slot >= 0 and self._deadline > now - 5 else now
             self._slot, self._slot_start = slot, start
             self._deadline = start + self.slot_seconds
-            cluster_names = {i: n for n, i in self._index.items()}
+            names = {i: n for n, i in self._index.items()}
             want: dict[str, Layout] = {}
             for job_id, p in allocation.items():
                 self.specs[job_id] = jobs[job_id]
-                w, k = dict(p.workers), dict(p.ps)
-                want[job_id] = tuple(
-                    (cluster_names[s], w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k))
-                )
+                want[job_id] = _layout(p, names.__getitem__)
                 self.runs.setdefault(job_id, JobRun(job_id))
             self._want = want
             self._reconcile_locked()

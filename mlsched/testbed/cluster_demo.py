@@ -187,7 +187,7 @@ def _model_error_trend(ctl: Controller) -> tuple[float, float]:
     return sum(first) / len(first), sum(last) / len(last)
 
 
-def demo_report(statuses: dict[str, jobs_pb2.JobStatus], ctl_errors: str = "") -> str:
+def demo_report(statuses: dict[str, jobs_pb2.JobStatus]) -> str:
     from mlsched.controller.cli import job_table
 
     return job_table(list(statuses.values()))

@@ -4,7 +4,10 @@ compared against in :mod:`benchmarks.trainer_overhead`.
 Plain PyTorch, the way a user would write it: ``DistributedDataParallel`` with its default
 bucketed all-reduce overlapping the backward pass (or, with ``--horovod``, Horovod's
 ``DistributedOptimizer``, which overlaps the same way), no per-step stop flag, no metrics
-sink, no telemetry thread. It trains the same model on the same synthetic batches as the
+sink, no telemetry thread. ``--sync-hook`` replaces DDP's all-reduce by a communication
+hook that all-reduces each bucket synchronously, untimed: the communication pattern of the
+DDP trainer's default measuring mode, so that comparing the two isolates what the
+trainer's instrumentation costs. It trains the same model on the same synthetic batches as the
 trainers (batch ``s*W + r`` on rank ``r`` at step ``s``) with one torch thread per process.
 
 The only measurement is ``time.perf_counter()`` around each iteration and ``time.time()``
@@ -93,6 +96,8 @@ def _run_ddp(args: argparse.Namespace) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     s = setup(args)
     ddp = DistributedDataParallel(s.model)  # default: bucketed all-reduce overlapping backward
+    if args.sync_hook:
+        ddp.register_comm_hook(world, _sync_allreduce)
     opt = sgd(args, ddp.parameters())
     ddp.train()
     iter_s: list[float] = []
@@ -111,6 +116,23 @@ def _run_ddp(args: argparse.Namespace) -> None:
     write_timings(args.out, f"bare-ddp-rank{rank}", iter_s, t_end, [float(v) for v in losses])
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _sync_allreduce(
+    world: int, bucket: torch.distributed.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    buf = bucket.buffer()
+    torch.distributed.all_reduce(buf)
+    buf.div_(world)
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+# DDP compares the hook's annotations with the objects (this module postpones annotations).
+_sync_allreduce.__annotations__.update(
+    bucket=torch.distributed.GradBucket, world=int, **{"return": torch.futures.Future[torch.Tensor]}
+)
 
 
 def _run_horovod(args: argparse.Namespace) -> None:
@@ -146,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bare_ddp", description=__doc__)
     add_common_args(p)
     p.add_argument("--horovod", action="store_true", help="Horovod instead of DDP")
+    p.add_argument(
+        "--sync-hook",
+        action="store_true",
+        help="all-reduce each bucket synchronously in a comm hook (no overlap)",
+    )
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     if args.horovod:

@@ -9,9 +9,11 @@ case          trainer                         bare loop
 ============  ==============================  ==========================================
 ps-async      PS async, 2 workers + 1 PS      :mod:`benchmarks.bare_ps` ``--mode async``
 ps-sync       PS sync, 2 workers + 1 PS       :mod:`benchmarks.bare_ps` ``--mode sync``
-ddp           DDP 2 ranks (default: timed     :mod:`benchmarks.bare_ddp` (torchrun, DDP's
-              all-reduce hook, no overlap)    default overlap)
-ddp-overlap   DDP 2 ranks ``--overlap``       the same bare DDP run
+ddp           DDP 2 ranks (default: timed     :mod:`benchmarks.bare_ddp` ``--sync-hook``
+              all-reduce hook, no overlap)    (torchrun, the same synchronous all-reduce
+                                              hook, untimed)
+ddp-overlap   DDP 2 ranks ``--overlap``       :mod:`benchmarks.bare_ddp` (DDP's default
+                                              overlapped all-reduce)
 horovod       Horovod 2 ranks (if installed)  :mod:`benchmarks.bare_ddp` ``--horovod``
                                               (``hvd.DistributedOptimizer``)
 ============  ==============================  ==========================================
@@ -25,6 +27,11 @@ Two figures per run, taken the same way from both after ``--warmup`` iterations:
   from the completion time of the last warm-up step to that of the last step, divided by
   the steps in between (completion = ``t`` of the iteration record, the latest rank's for
   synchronous jobs), so whatever the trainer does between its timed spans counts too.
+
+With both DDP cases the summary has one more row, the measuring mode (``ddp``) against
+overlapped bare DDP: what running the all-reduce apart from the backward pass costs, so
+that computation and communication are measured separately (spec 003), beyond the
+instrumentation.
 
 Trainer and bare runs alternate (ABBA over repeats) to spread drift from other load on the
 machine; overheads are medians over the repeats of the paired ratios. Results go to
@@ -446,6 +453,7 @@ def run_bare(case: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 *(py, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"),
                 *("--master-addr", "127.0.0.1", "--master-port", str(free_port())),
                 *("-m", "benchmarks.bare_ddp", "--steps", str(steps)),
+                *(["--sync-hook"] if case == "ddp-sync" else []),
                 *common,
             ]
         ]
@@ -513,7 +521,17 @@ def _figures(
 
 # Driver -------------------------------------------------------------------------------------
 def _bare_case(case: str) -> str:
-    return "ddp" if case == "ddp-overlap" else case
+    """The bare run a trainer case is compared with: the same communication pattern."""
+    return {"ddp": "ddp-sync", "ddp-overlap": "ddp"}.get(case, case)
+
+
+def _pairs(cases: list[str]) -> list[tuple[str, str]]:
+    """(trainer case, bare case) rows of the summary. With both DDP cases, also the
+    measuring mode against overlapped bare DDP: what measuring communication apart costs."""
+    pairs = [(c, _bare_case(c)) for c in cases]
+    if "ddp" in cases and "ddp-overlap" in cases:
+        pairs.append(("ddp", "ddp"))
+    return pairs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -620,8 +638,7 @@ def _compare(
                 )
 
     summary = []
-    for case in cases:
-        bc = _bare_case(case)
+    for case, bc in _pairs(cases):
         t_rows = sorted(
             (r for r in runs if r["kind"] == "trainer" and r["case"] == case),
             key=lambda r: r["repeat"],

@@ -15,6 +15,7 @@ from mlsched.core.job import Arch, SyncMode
 from mlsched.core.utility import UtilityKind
 from mlsched.testbed.workloads import builtin_workloads, load_workload
 from mlsched.testbed.workloads.oasis import min_duration_slots, oasis_paper
+from mlsched.testbed.workloads.oasis_testbed import TESTBED_MODELS
 from mlsched.testbed.workloads.trace import (
     load_trace_csv,
     load_workload_file,
@@ -31,7 +32,7 @@ def paper():
 # oasis-paper ----------------------------------------------------------------------------
 def test_builtin_names():
     names = builtin_workloads()
-    assert {"oasis-paper", "demo"} <= set(names)
+    assert {"oasis-paper", "oasis-testbed", "demo"} <= set(names)
     assert all(desc for desc in names.values())
 
 
@@ -145,6 +146,47 @@ def test_unknown_workload_names_the_problem():
     with pytest.raises(SpecError) as err:
         load_workload("no-such-workload")
     assert err.value.field == "workload" and "oasis-paper" in str(err.value)
+
+
+# oasis-testbed ----------------------------------------------------------------------------
+def test_oasis_testbed_follows_section_5_4():
+    w = load_workload("oasis-testbed", seed=2)
+    cluster = w.cluster
+    workers = [cluster.servers[i] for i in cluster.worker_servers]
+    ps_hosts = [cluster.servers[i] for i in cluster.ps_servers]
+    assert len(workers) == 7 and len(ps_hosts) == 2
+    assert sum(s.capacity["gpu"] for s in workers) == 4
+    assert all(s.capacity["cpu"] == 32 and s.capacity["mem_gb"] == 80 for s in workers)
+    assert all(s.capacity["cpu"] == 8 and s.capacity["mem_gb"] == 32 for s in ps_hosts)
+    assert len(w.jobs) == 12 and w.horizon_slots == 10 and w.slot_seconds == 1200
+    assert all(0 <= j.arrival_slot <= 8 for j in w.jobs)
+    for j in w.jobs:
+        assert j.model in TESTBED_MODELS and j.arch is Arch.PS and j.sync is SyncMode.ASYNC
+        assert (j.chunks, j.batches_per_chunk) in {(10, 2), (7, 3)} and 4 <= j.epochs <= 30
+        for task in (j.worker, j.ps):
+            assert 1 <= task["cpu"] <= 5 and 2 <= task["mem_gb"] <= 10
+            assert 1.0 <= task["bw_gbps"] <= 3.0 and task["gpu"] <= 1
+        assert j.ps["gpu"] == 0
+        comm = 2 * j.gradient_mb * 8e6 / (j.worker["bw_gbps"] * 1e9)
+        minutes = j.total_work * (j.compute_s + comm) / 2 / 60
+        assert 40 <= minutes <= 120  # "each job runs for 40 min-2 h" (with two workers)
+
+
+def test_oasis_testbed_gradients_are_the_project_models():
+    from mlsched.trainers.models import model_info
+
+    for name, (millions, _) in TESTBED_MODELS.items():
+        info = model_info(name, num_classes=1000, image_size=224)
+        assert info.trainable_params / 1e6 == pytest.approx(millions, rel=1e-4)
+
+
+def test_oasis_testbed_bad_option_names_the_field():
+    with pytest.raises(SpecError) as err:
+        load_workload("oasis-testbed", options={"arrival_slots": 0})
+    assert err.value.field == "arrival_slots"
+    with pytest.raises(SpecError) as err:
+        load_workload("oasis-testbed", options={"gpu_share": 2})
+    assert err.value.field == "gpu_share"
 
 
 # demo -----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Workloads by name (built-in generators) or from files; importing registers the built-ins."""
 
-from mlsched.testbed.workloads import demo, oasis
+from mlsched.testbed.workloads import demo, oasis, oasis_testbed
 from mlsched.testbed.workloads.base import (
     Workload,
     builtin_workloads,
@@ -8,4 +8,12 @@ from mlsched.testbed.workloads.base import (
     register_workload,
 )
 
-__all__ = ["Workload", "builtin_workloads", "demo", "load_workload", "oasis", "register_workload"]
+__all__ = [
+    "Workload",
+    "builtin_workloads",
+    "demo",
+    "load_workload",
+    "oasis",
+    "oasis_testbed",
+    "register_workload",
+]

@@ -512,6 +512,25 @@ def test_early_finish_keeps_or_releases_the_reservation(release: bool) -> None:
     assert bool(later.sum() == 0) is release
 
 
+def test_a_job_admitted_again_after_a_reconfiguration_plans_its_remainder() -> None:
+    # Horizon-free like the testbed: run part of a long job, then reconfigure onto the same
+    # cluster with a fresh policy (as when an agent joins); the new plan covers only what is
+    # left, about the same worker-slots as the old plan's remaining slots.
+    job = async_job("long", epochs=20)
+    engine, _, _ = run_jobs([job], until=6, window=60)
+    record = engine.records["long"]
+    before = plan_worker_slots(engine, "long")
+    assert 0 < record.progress < job.total_work
+    left = job.total_work - record.progress
+    assert engine.reconfigure(two_pool_cluster(), OasisPolicy(window=60)) == []
+    after = plan_worker_slots(engine, "long")
+    rate = before / job.total_work  # worker-slots per work unit of the first plan
+    assert after < before
+    assert rate * left <= after <= rate * left + 2
+    engine.run(until=60)
+    assert record.state is JobState.DONE
+
+
 def test_admission_iff_payoff_positive_and_worthless_jobs_are_rejected() -> None:
     # A job worth nothing once it could finish (a step utility that ends at slot 0 while
     # it needs several slots) has payoff <= 0: rejected as unprofitable.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,16 +275,15 @@ class Engine:
             key=lambda r: r.admitted_slot if r.admitted_slot is not None else 0,
         )
         self._active.clear()
-        view = self.view()
         for record in candidates:
             record.last_placement = None  # server indices may have changed
+            view = self.view(done={record.job_id: record.progress})
             adm = self._call("on_arrival", self.policy.on_arrival, record.spec.public(), view)
             if isinstance(adm, Admission) and adm.is_admitted():
                 record.plan = adm.plan
                 if record.state is JobState.PAUSED and record.job_id in waiting:
                     record.reason = ""
                 self._active[record.job_id] = record
-                view = self.view()
             else:
                 why = adm.reason if isinstance(adm, Admission) else "no admission"
                 record.state = JobState.PAUSED
@@ -309,7 +308,7 @@ class Engine:
         return tuple(self._parked)
 
     # The slot loop ----------------------------------------------------------------------
-    def view(self) -> ClusterView:
+    def view(self, done: Mapping[str, float] | None = None) -> ClusterView:
         return ClusterView(
             slot=self.slot,
             slot_seconds=self.slot_seconds,
@@ -318,6 +317,7 @@ class Engine:
             runtime=self.runtime,
             jobs=self._active,
             used=self._used,
+            done=done,
         )
 
     def step(self) -> SlotReport:

@@ -171,6 +171,7 @@ class ClusterView(Mapping[str, JobView]):
         runtime: RuntimeModel,
         jobs: Mapping[str, JobRecordLike],
         used: np.ndarray | None = None,
+        done: Mapping[str, float] | None = None,
     ) -> None:
         self.slot = slot
         self.slot_seconds = slot_seconds
@@ -179,6 +180,7 @@ class ClusterView(Mapping[str, JobView]):
         self.runtime = runtime
         self._jobs = jobs
         self._used = used
+        self._done = done or {}
 
     def __getitem__(self, job_id: str) -> JobView:
         return JobView(self._jobs[job_id])
@@ -191,6 +193,12 @@ class ClusterView(Mapping[str, JobView]):
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._jobs
+
+    def done_work(self, job_id: str) -> float:
+        """Work units already done by a job offered to ``on_arrival`` again (admitted
+        before a reconfiguration or a controller restart), so that a policy plans its
+        remainder; 0 for a new arrival."""
+        return self._done.get(job_id, 0.0)
 
     def active(self) -> list[JobView]:
         return [JobView(r) for r in self._jobs.values()]

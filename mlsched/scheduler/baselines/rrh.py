@@ -277,7 +277,8 @@ class RrhPolicy(Policy):
             )
         dem = f.demand(job, self._seq)
         entry = _Job(dem, w, p, reference, self._agg.share(dem, w, p))
-        d = max(1, math.ceil(job.total_work / rate - _EPS))
+        left = max(0.0, job.total_work - view.done_work(job.job_id))  # admitted again
+        d = max(1, math.ceil(left / rate - _EPS))
         before = self.projected(view)
         after = self.projected(view, (job.job_id, entry, d))
         cost = sum(max(0.0, g - after.get(j, 0.0)) for j, g in before.items())

@@ -86,11 +86,12 @@ class JobNeeds:
     uses_ps: bool
 
     @classmethod
-    def of(cls, job: JobSpec, rate: float) -> JobNeeds:
-        """The needs of ``job`` at ``rate`` work units per worker per slot (> 0)."""
+    def of(cls, job: JobSpec, rate: float, done: float = 0.0) -> JobNeeds:
+        """The needs of ``job`` at ``rate`` work units per worker per slot (> 0), less the
+        ``done`` work units of a job admitted again after it has run."""
         if not rate > 0 or not math.isfinite(rate):
             raise ValueError(f"job {job.job_id}: per-worker rate must be > 0, got {rate!r}")
-        total = job.total_work
+        total = max(0.0, job.total_work - max(0.0, done))
         exact = total / rate
         work = max(1, math.ceil(exact - _EPS)) if math.isfinite(exact) else 1 << 62
         if work * rate < total - 1e-9:
@@ -105,7 +106,8 @@ class JobNeeds:
             job_id=job.job_id,
             rate=rate,
             work=work,
-            chunks=job.epochs * job.chunks,
+            # Whole chunks left (a partly done chunk counts as one).
+            chunks=max(1, math.ceil(total / job.batches_per_chunk - _EPS)),
             rho=job.batches_per_chunk / rate,
             y_min=max(1, job.min_workers),
             y_max=y_max,

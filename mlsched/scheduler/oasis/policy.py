@@ -98,7 +98,7 @@ class OasisPolicy(Policy):
         u_duration: str = "dmin-1",
         ul_estimate: str = "catalogue",
         ul_ratio_scale: float = 1.0,
-        utility_floor: float = 0.0,
+        utility_floor: float = 1.0,
         normalize: bool = False,
         window: int | None = None,
         chunk_group: int = 1,
@@ -190,12 +190,14 @@ class OasisPolicy(Policy):
             self._servers[key] = hit
         return hit
 
-    def _needs(self, job: JobSpec, context: RunContext | ClusterView) -> JobNeeds | None:
+    def _needs(
+        self, job: JobSpec, context: RunContext | ClusterView, done: float = 0.0
+    ) -> JobNeeds | None:
         workers, ps = self._eligible(job)
         rate = per_worker_rate(job, context.runtime, context.slot_seconds, workers, ps)
         if not rate > 0 or not math.isfinite(rate):
             return None
-        return JobNeeds.of(job, rate)
+        return JobNeeds.of(job, rate, done=done)
 
     # Arrivals ---------------------------------------------------------------------------
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
@@ -227,7 +229,8 @@ class OasisPolicy(Policy):
         if not workers or (job.uses_ps and not ps):
             what = "worker" if not workers else "PS"
             return Admission.reject(RejectKind.INFEASIBLE, f"no eligible {what} servers"), none
-        needs = self._needs(job, view)
+        # A job admitted again (reconfiguration, restart) plans only what it has left.
+        needs = self._needs(job, view, done=view.done_work(job.job_id))
         if needs is None:
             return Admission.reject(RejectKind.INFEASIBLE, "the runtime model gives no rate"), none
         if not needs.workers_allowed().size:

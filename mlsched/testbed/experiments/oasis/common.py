@@ -11,10 +11,13 @@ from mlsched.core.utility import UtilityKind
 from mlsched.testbed.experiments.runner import Failure, SimulationConfig, try_simulate
 from mlsched.testbed.workloads.base import Workload, load_workload
 
-#: OASiS variants: name -> policy options.
+#: OASiS variants: name -> policy options. ``oasis`` is the policy as shipped (its checks
+#: decide the hypotheses); ``oasis-nofloor`` has the paper's price constants as written
+#: (no utility floor, spec A7), reported beside it.
+PRIMARY = "oasis"
 OASIS_VARIANTS: dict[str, dict[str, Any]] = {
     "oasis": {},
-    "oasis-floor1": {"utility_floor": 1.0},
+    "oasis-nofloor": {"utility_floor": 0.0},
 }
 #: The paper's baselines (spec 001 §5.2).
 BASELINES: tuple[str, ...] = ("fifo", "drf", "rrh", "dorm")
@@ -29,7 +32,8 @@ class OasisScale:
     H1/H4: ``servers`` per pool, horizon ``horizon``, job counts ``jobs`` (``default_jobs``
     is the point the ``summary`` reports). H2: ``h2_jobs`` on ``h2_servers`` per pool over
     ``h2_horizon``. H3: ``h3_servers`` total server counts, ``h3_priorities`` gamma1
-    ranges, ``h3_time_limit_s`` per MILP. H4: ``ul_scales``.
+    ranges, ``h3_time_limit_s`` per MILP. H4: ``ul_scales``. H5: ``testbed_seeds``
+    workloads of the testbed setting (12 jobs each, cheap, so more seeds than the rest).
     """
 
     servers: int
@@ -43,6 +47,7 @@ class OasisScale:
     h3_priorities: tuple[tuple[float, float], ...]
     h3_time_limit_s: float
     ul_scales: tuple[float, ...]
+    testbed_seeds: int
 
 
 SCALE_SETTINGS: dict[str, OasisScale] = {
@@ -58,6 +63,7 @@ SCALE_SETTINGS: dict[str, OasisScale] = {
         h3_priorities=((1.0, 100.0),),
         h3_time_limit_s=5.0,
         ul_scales=(0.2, 1.0, 5.0),
+        testbed_seeds=2,
     ),
     # The paper's arrivals per server and slot on 20 + 20 servers over 100 slots (as the
     # baselines experiment); Fig. 4 at 60 jobs on 20 + 20.
@@ -73,6 +79,7 @@ SCALE_SETTINGS: dict[str, OasisScale] = {
         h3_priorities=((1.0, 100.0), (50.0, 100.0)),
         h3_time_limit_s=10.0,
         ul_scales=UL_SCALES,
+        testbed_seeds=10,
     ),
     "paper": OasisScale(
         servers=50,
@@ -86,6 +93,7 @@ SCALE_SETTINGS: dict[str, OasisScale] = {
         h3_priorities=((75.0, 100.0), (50.0, 100.0), (25.0, 100.0), (1.0, 100.0)),
         h3_time_limit_s=60.0,
         ul_scales=UL_SCALES,
+        testbed_seeds=20,
     ),
 }
 

@@ -31,6 +31,7 @@ def _plots(
     h2: dict[str, Any],
     h3: dict[str, Any],
     h4: dict[str, Any],
+    h5: dict[str, Any],
 ) -> list[Path]:
     where = f"{s.servers}+{s.servers} servers, T={s.horizon}"
     paths = [
@@ -96,4 +97,28 @@ def _plots(
                 title=f"Fig. 6: {name} with U/L misestimated ({where})",
             )
         )
+    tb = h5["schemes"]
+    where5 = f"oasis-testbed, {h5['seeds']} seeds"
+    paths.append(
+        plot_bars(
+            out_dir / "fig7_testbed_utility.png",
+            {n: (v["utility_mean"], v["utility_std"]) for n, v in tb.items()},
+            ylabel="total utility",
+            title=f"Fig. 7: total utility, testbed setting ({where5})",
+        )
+    )
+    paths.append(
+        plot_bars(
+            out_dir / "fig8_testbed_completion_minus_target.png",
+            {
+                n: (
+                    float(np.nan if v["delta_mean"] is None else v["delta_mean"]),
+                    float(0.0 if v["delta_std"] is None else v["delta_std"]),
+                )
+                for n, v in tb.items()
+            },
+            ylabel="completion - target (slots)",
+            title=f"Fig. 8: completed jobs, testbed setting ({where5})",
+        )
+    )
     return paths

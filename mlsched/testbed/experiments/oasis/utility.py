@@ -11,50 +11,59 @@ import numpy as np
 from mlsched.testbed.experiments.base import Check
 from mlsched.testbed.experiments.oasis.common import (
     OASIS_VARIANTS,
+    PRIMARY,
     OasisScale,
     _fmt,
     _run,
     _workload,
 )
+from mlsched.testbed.experiments.pool import Runner
 from mlsched.testbed.experiments.runner import Failure
 from mlsched.testbed.metrics import Summary, summarize
 
 
 # H1 ---------------------------------------------------------------------------------------
+def _h1_one(item: tuple[int, int, str, str, dict[str, Any], int, int]) -> Summary | Failure:
+    n_jobs, seed, name, policy, options, horizon, servers = item
+    workload = _workload(seed, n_jobs, horizon, servers)
+    outcome = _run(workload, name, policy, options, seed, {"part": "h1", "jobs": n_jobs})
+    return outcome if isinstance(outcome, Failure) else summarize(outcome)
+
+
 def _h1(
     s: OasisScale,
     points: Sequence[int],
     seeds: int,
     schemes: Sequence[tuple[str, str, dict[str, Any]]],
+    runner: Runner,
     advance: Callable[[int], None],
     failures: list[Failure],
 ) -> tuple[dict[tuple[str, int], list[Summary]], list[dict[str, Any]]]:
+    items = [
+        (n_jobs, seed, name, policy, options, s.horizon, s.servers)
+        for n_jobs in points
+        for seed in range(seeds)
+        for name, policy, options in schemes
+    ]
     summaries: dict[tuple[str, int], list[Summary]] = {}
     runs: list[dict[str, Any]] = []
-    for n_jobs in points:
-        for seed in range(seeds):
-            workload = _workload(seed, n_jobs, s.horizon, s.servers)
-            for name, policy, options in schemes:
-                outcome = _run(
-                    workload, name, policy, options, seed, {"part": "h1", "jobs": n_jobs}
-                )
-                advance(1)
-                if isinstance(outcome, Failure):
-                    failures.append(outcome)
-                    continue
-                summary = summarize(outcome)
-                summaries.setdefault((name, n_jobs), []).append(summary)
-                runs.append(
-                    {
-                        "scheme": name,
-                        "jobs": n_jobs,
-                        "seed": seed,
-                        "total_utility": summary.total_utility,
-                        "admitted": summary.admitted,
-                        "completed": summary.completed,
-                        "wall_seconds": summary.wall_seconds,
-                    }
-                )
+    for item, outcome in zip(items, runner.map(_h1_one, items, advance), strict=True):
+        n_jobs, seed, name = item[0], item[1], item[2]
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+            continue
+        summaries.setdefault((name, n_jobs), []).append(outcome)
+        runs.append(
+            {
+                "scheme": name,
+                "jobs": n_jobs,
+                "seed": seed,
+                "total_utility": outcome.total_utility,
+                "admitted": outcome.admitted,
+                "completed": outcome.completed,
+                "wall_seconds": outcome.wall_seconds,
+            }
+        )
     return summaries, runs
 
 
@@ -100,7 +109,7 @@ def _check_h1(names: Sequence[str], points: Sequence[int], sweep: dict[str, Any]
     held = [o for o in oasis if every[o]]
     first = Check(
         "H1: OASiS has the highest total utility at every job count",
-        bool(held),
+        PRIMARY in held,
         f"jobs {list(points)} (mean over seeds); {table}; {lead}"
         + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
     )
@@ -111,40 +120,49 @@ def _check_h1(names: Sequence[str], points: Sequence[int], sweep: dict[str, Any]
     ]
     second = Check(
         "H1: OASiS leads at the most jobs and its lead grows with the number of jobs",
-        bool(grows),
+        PRIMARY in grows,
         f"{lead}" + (f"; holds for {', '.join(grows)}" if grows else "; holds for no variant"),
     )
     return [first, second]
 
 
 # H4 ---------------------------------------------------------------------------------------
+def _h4_one(item: tuple[int, int, str, dict[str, Any], float, int, int]) -> float | Failure:
+    n_jobs, seed, name, options, factor, horizon, servers = item
+    workload = _workload(seed, n_jobs, horizon, servers)
+    outcome = _run(
+        workload,
+        name,
+        "oasis",
+        {**options, "ul_ratio_scale": factor},
+        seed,
+        {"part": "h4", "jobs": n_jobs, "ul_ratio_scale": factor},
+    )
+    return outcome if isinstance(outcome, Failure) else summarize(outcome).total_utility
+
+
 def _h4(
     s: OasisScale,
     points: Sequence[int],
     seeds: int,
+    runner: Runner,
     advance: Callable[[int], None],
     failures: list[Failure],
 ) -> dict[tuple[str, float, int], list[float]]:
+    items = [
+        (n_jobs, seed, name, options, factor, s.horizon, s.servers)
+        for n_jobs in points
+        for seed in range(seeds)
+        for name, options in OASIS_VARIANTS.items()
+        for factor in s.ul_scales
+    ]
     out: dict[tuple[str, float, int], list[float]] = {}
-    for n_jobs in points:
-        for seed in range(seeds):
-            workload = _workload(seed, n_jobs, s.horizon, s.servers)
-            for name, options in OASIS_VARIANTS.items():
-                for factor in s.ul_scales:
-                    outcome = _run(
-                        workload,
-                        name,
-                        "oasis",
-                        {**options, "ul_ratio_scale": factor},
-                        seed,
-                        {"part": "h4", "jobs": n_jobs, "ul_ratio_scale": factor},
-                    )
-                    advance(1)
-                    if isinstance(outcome, Failure):
-                        failures.append(outcome)
-                        continue
-                    key = (name, factor, n_jobs)
-                    out.setdefault(key, []).append(summarize(outcome).total_utility)
+    for item, outcome in zip(items, runner.map(_h4_one, items, advance), strict=True):
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+            continue
+        n_jobs, name, factor = item[0], item[2], item[4]
+        out.setdefault((name, factor, n_jobs), []).append(outcome)
     return out
 
 
@@ -180,7 +198,7 @@ def _check_h4(points: Sequence[int], sweep: dict[str, Any]) -> Check:
     return Check(
         "H4: under-estimating U/L gives more utility than over-estimating it when resources "
         "are scarce",
-        bool(held),
+        PRIMARY in held,
         "; ".join(parts)
         + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
     )

@@ -258,6 +258,21 @@ class JobSpec:
                 "ps_type", ps_type, f"one of this job's ps_types: {sorted(self.ps_types)}"
             ) from None
 
+    @property
+    def ps_per_worker(self) -> int:
+        """Smallest integer k with ``ps_needed(Y) <= k Y`` for every Y >= 1 (0 for a job
+        without PSs; 1 under spec 001's ranges, where b <= B): a bound on the PS count
+        linear in the workers, for formulations that need one."""
+        if not self.uses_ps:
+            return 0
+        k = 1.0
+        b, big_b = self.worker_bw_gbps, self.ps_bw_gbps
+        if b > 0 and big_b > 0:
+            k = max(k, b / big_b)
+        if self.ps_ratio is not None:
+            k = max(k, 1.0 / self.ps_ratio)
+        return max(1, math.ceil(k - 1e-9))
+
     def ps_needed(
         self, workers: int, worker_type: str | None = None, ps_type: str | None = None
     ) -> int:

@@ -112,19 +112,6 @@ def share_coefficients(cluster: Cluster, dem: JobDemand) -> tuple[np.ndarray, np
     return dem.worker * w_unit, dem.ps * w_unit
 
 
-def _kappa(job: JobSpec) -> int:
-    """Smallest integer k with ps_needed(Y) <= k Y for every Y >= 1 (1 in spec 001)."""
-    if not job.uses_ps:
-        return 0
-    k = 1.0
-    b, big_b = job.worker_bw_gbps, job.ps_bw_gbps
-    if b > 0 and big_b > 0:
-        k = max(k, b / big_b)
-    if job.ps_ratio is not None:
-        k = max(k, 1.0 / job.ps_ratio)
-    return max(1, math.ceil(k - 1e-9))
-
-
 @register
 class DormPolicy(Policy):
     name = "dorm"
@@ -273,7 +260,7 @@ class DormPolicy(Policy):
             ):
                 if not len(servers):
                     continue
-                top = job.worker_cap if is_worker else _kappa(job) * job.worker_cap
+                top = job.worker_cap if is_worker else job.ps_per_worker * job.worker_cap
                 servers = self._candidates(
                     cluster, servers, demand, is_worker, residual, fair.get(job.job_id), previous[i]
                 )
@@ -308,7 +295,7 @@ class DormPolicy(Policy):
                     rows.row([(c, b) for c in ys] + [(c, -big_b) for c in zs], 0.0)
                 if job.ps_ratio is not None:
                     rows.row([(c, 1.0) for c in ys] + [(c, -job.ps_ratio) for c in zs], 0.0)
-                kappa = float(_kappa(job))
+                kappa = float(job.ps_per_worker)
                 rows.row([(c, 1.0) for c in zs] + [(c, -kappa) for c in ys], 0.0)
             # Fairness on the dimension dominant at the job's DRF allocation.
             drf = fair.get(job.job_id)
@@ -330,7 +317,7 @@ class DormPolicy(Policy):
                 rows.row([(c, 1.0) for c in ys] + [(ch, -big_y)], float(prev.n_workers))
                 rows.row([(c, -1.0) for c in ys] + [(ch, -big_y)], -float(prev.n_workers))
                 if job.uses_ps:
-                    big_z = float(_kappa(job) * job.worker_cap)
+                    big_z = float(job.ps_per_worker * job.worker_cap)
                     rows.row([(c, 1.0) for c in zs] + [(ch, -big_z)], float(prev.n_ps))
                     rows.row([(c, -1.0) for c in zs] + [(ch, -big_z)], -float(prev.n_ps))
                 # Keeping tasks where they were: a small bonus per kept task.

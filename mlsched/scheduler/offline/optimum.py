@@ -122,16 +122,6 @@ def worker_rate(
     return runtime.throughput(job, placement) * slot_seconds / placement.n_workers
 
 
-def _kappa(job: JobSpec) -> int:
-    k = 1.0
-    b, big_b = job.worker_bw_gbps, job.ps_bw_gbps
-    if b > 0 and big_b > 0:
-        k = max(k, b / big_b)
-    if job.ps_ratio is not None:
-        k = max(k, 1.0 / job.ps_ratio)
-    return max(1, math.ceil(k - _EPS))
-
-
 def _max_count(cap: np.ndarray, demand: np.ndarray) -> int:
     need = demand > _EPS
     if not need.any():
@@ -199,7 +189,7 @@ def offline_optimum(
             (h, min(job.worker_cap, _max_count(cap[h], w_dem)))
             for h in eligible_worker_servers(job, cluster)
         ]
-        top_z = _kappa(job) * job.worker_cap
+        top_z = max(1, job.ps_per_worker) * job.worker_cap
         p_servers = [
             (k, min(top_z, _max_count(cap[k], p_dem))) for k in eligible_ps_servers(job, cluster)
         ]
@@ -238,7 +228,7 @@ def offline_optimum(
         m.row([(c, -1.0) for c in all_y] + [(u, work * (1 - _EPS)) for u in u_cols], _EPS)
         m.row([(u, 1.0) for u in u_cols], 1.0)
         n_cap = float(job.worker_cap)
-        kappa = float(_kappa(job))
+        kappa = float(max(1, job.ps_per_worker))
         b, big_b = job.worker_bw_gbps, job.ps_bw_gbps
         for pos, t in enumerate(sorted(per_slot)):
             ys = [c for c, _ in per_slot[t].ys]

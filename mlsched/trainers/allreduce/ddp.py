@@ -21,10 +21,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from mlsched.trainers.allreduce.replica import Replica
 from mlsched.trainers.allreduce.vote import StopVote, TorchReducer
-from mlsched.trainers.common import StopFlag, Trainee, resume, save_replica, sgd
+from mlsched.trainers.common import StopFlag, Trainee, resume, sgd
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
+from mlsched.trainers.metrics import IterationStats, MetricsSink
 
 __all__ = ["run_ddp"]
 
@@ -79,10 +80,10 @@ def run_ddp(
     timer = _HookTimer(world)
     if not overlap:
         ddp.register_comm_hook(timer, _timed_allreduce)
-    grad_bytes = sum(p.numel() for p in model.parameters() if p.requires_grad) * 4
-    ring_bytes = 2.0 * grad_bytes * (world - 1) / world
+    replica = Replica.of(
+        cfg, sink, stats, model, rank=rank, world=world, start=start, cursor=cursor
+    )
     vote = StopVote(stop, TorchReducer(trainee.device))
-    sink.emit({"type": "event", "event": "start", "step": start, "world": world})
     step = start
     while step < cfg.stop_step:
         if vote.should_stop():
@@ -90,39 +91,17 @@ def run_ddp(
         timer.seconds = 0.0
         t1 = time.perf_counter()
         ddp.train()
-        x, y = trainee.batch(cursor + (step - start) * world + rank, cfg.batch_size)
+        x, y = trainee.batch(replica.batch_index(step), cfg.batch_size)
         opt.zero_grad(set_to_none=True)
         loss = trainee.loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
         loss_value = float(loss.detach())  # synchronises a GPU stream
         total = time.perf_counter() - t1
-        comm = timer.seconds + vote.seconds
-        compute = max(0.0, total - timer.seconds)
-        record_iteration(
-            stats,
-            sink,
-            step=step,
-            compute_s=compute,
-            comm_s=comm,
-            sent=ring_bytes,
-            recv=ring_bytes,
-            loss=loss_value,
-            batch=cfg.batch_size,
+        replica.record(
+            step, max(0.0, total - timer.seconds), timer.seconds + vote.seconds, loss_value
         )
         step += 1
-        if cfg.log_every and step % cfg.log_every == 0:
-            log.info("[rank %d] step %d loss %.4f", rank, step, loss_value)
-    vote.finish()
-    if rank == 0:
-        save_replica(
-            cfg,
-            model,
-            opt,
-            sink,
-            step,
-            cursor + (step - start) * world,
-            {"world_size": world, "backend": "ddp"},
-        )
+    replica.finish(vote, model, opt, step, {"backend": "ddp"})
     dist.barrier()
     return step

@@ -13,10 +13,11 @@ from typing import Any
 
 import torch
 
+from mlsched.trainers.allreduce.replica import Replica
 from mlsched.trainers.allreduce.vote import CallbackReducer, StopVote
-from mlsched.trainers.common import StopFlag, Trainee, resume, save_replica, sgd
+from mlsched.trainers.common import StopFlag, Trainee, resume, sgd
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
+from mlsched.trainers.metrics import IterationStats, MetricsSink
 
 __all__ = ["horovod_available", "run_horovod"]
 
@@ -43,9 +44,9 @@ def run_horovod(
     start, cursor = resume(cfg, model, opt)
     hvd_mod.broadcast_parameters(model.state_dict(), root_rank=0)
     params = [p for p in model.parameters() if p.requires_grad]
-    grad_bytes = sum(p.numel() for p in params) * 4
-    ring_bytes = 2.0 * grad_bytes * (world - 1) / world
-    sink.emit({"type": "event", "event": "start", "step": start, "world": world})
+    replica = Replica.of(
+        cfg, sink, stats, model, rank=rank, world=world, start=start, cursor=cursor
+    )
     vote = StopVote(
         stop,
         CallbackReducer(
@@ -59,7 +60,7 @@ def run_horovod(
             break
         t1 = time.perf_counter()
         model.train()
-        x, y = trainee.batch(cursor + (step - start) * world + rank, cfg.batch_size)
+        x, y = trainee.batch(replica.batch_index(step), cfg.batch_size)
         opt.zero_grad(set_to_none=True)
         loss = trainee.loss_fn(model(x), y)
         loss.backward()
@@ -74,29 +75,8 @@ def run_horovod(
         opt.step()
         loss_value = float(loss.detach())
         t4 = time.perf_counter()
-        compute, comm = (t2 - t1) + (t4 - t3), (t3 - t2) + vote.seconds
-        record_iteration(
-            stats,
-            sink,
-            step=step,
-            compute_s=compute,
-            comm_s=comm,
-            sent=ring_bytes,
-            recv=ring_bytes,
-            loss=loss_value,
-            batch=cfg.batch_size,
-        )
+        replica.record(step, (t2 - t1) + (t4 - t3), (t3 - t2) + vote.seconds, loss_value)
         step += 1
-    vote.finish()
-    if rank == 0:
-        save_replica(
-            cfg,
-            model,
-            opt,
-            sink,
-            step,
-            cursor + (step - start) * world,
-            {"world_size": world, "backend": "horovod"},
-        )
+    replica.finish(vote, model, opt, step, {"backend": "horovod"})
     hvd_mod.allreduce(torch.zeros(1), name="done")  # nobody exits before the checkpoint
     return step

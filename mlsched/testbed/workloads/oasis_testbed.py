@@ -32,7 +32,7 @@ from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
 from mlsched.core.utility import Utility
 from mlsched.testbed.workloads.base import Workload, register_workload
-from mlsched.testbed.workloads.oasis import JOB_CLASSES
+from mlsched.testbed.workloads.oasis import JOB_CLASSES, _check, _is_count, _is_number
 
 __all__ = ["TESTBED_MODELS", "oasis_testbed", "testbed_cluster"]
 
@@ -102,19 +102,27 @@ def oasis_testbed(
     """Spec 001's testbed job mix; same seed, same workload. ``arrival_slots``: jobs arrive
     uniformly over slots ``0..arrival_slots-1``; ``gpu_share``: fraction of jobs whose
     workers take one GPU."""
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
-        raise SpecError("jobs", jobs, "an integer >= 1")
-    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
-        raise SpecError("horizon", horizon, "an integer >= 1")
-    if not isinstance(arrival_slots, int) or not 1 <= arrival_slots <= horizon:
-        raise SpecError("arrival_slots", arrival_slots, f"an integer in [1, {horizon}]")
-    if not isinstance(slot_seconds, (int, float)) or not slot_seconds > 0:
-        raise SpecError("slot_seconds", slot_seconds, "a number > 0")
-    if not isinstance(gpu_share, (int, float)) or not 0.0 <= gpu_share <= 1.0:
-        raise SpecError("gpu_share", gpu_share, "a number in [0, 1]")
+    _check("jobs", jobs, _is_count(jobs), "an integer >= 1")
+    _check("horizon", horizon, _is_count(horizon), "an integer >= 1")
+    _check(
+        "arrival_slots",
+        arrival_slots,
+        _is_count(arrival_slots) and arrival_slots <= horizon,
+        f"an integer in [1, {horizon}]",
+    )
+    _check(
+        "slot_seconds", slot_seconds, _is_number(slot_seconds) and slot_seconds > 0, "a number > 0"
+    )
+    _check(
+        "gpu_share", gpu_share, _is_number(gpu_share) and 0 <= gpu_share <= 1, "a number in [0, 1]"
+    )
     mix = np.asarray(class_mix, dtype=float)
-    if mix.shape != (3,) or np.any(mix < 0) or mix.sum() <= 0:
-        raise SpecError("class_mix", list(class_mix), "three shares >= 0")
+    _check(
+        "class_mix",
+        list(class_mix),
+        mix.shape == (3,) and bool(np.all(mix >= 0)) and mix.sum() > 0,
+        "three shares >= 0 (insensitive, sensitive, critical)",
+    )
 
     rng = np.random.default_rng(seed)
     arrivals = np.sort(rng.integers(0, arrival_slots, size=jobs))

@@ -1,7 +1,7 @@
 """Independent runs of an experiment spread over the machine's cores.
 
 Simulations of different seeds, schemes and sizes share nothing, so an experiment hands
-them to :func:`run_all` as a list of picklable items and a top-level function; results come
+them to :meth:`Runner.map` as a list of picklable items and a top-level function; results come
 back in item order (so the output does not depend on which run finished first) and
 ``advance`` is called once per finished run, for the progress bar.
 
@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from mlsched.core.errors import SpecError
 
-__all__ = ["Runner", "available_workers", "run_all"]
+__all__ = ["Runner", "available_workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -86,14 +86,3 @@ class Runner:
                 future.cancel()
             raise
         return [results[k] for k in range(len(items))]
-
-
-def run_all(
-    fn: Callable[[T], R],
-    items: Sequence[T],
-    advance: Callable[[int], None],
-    workers: int | None = None,
-) -> list[R]:
-    """:meth:`Runner.map` on a pool of its own."""
-    with Runner(workers) as runner:
-        return runner.map(fn, items, advance)

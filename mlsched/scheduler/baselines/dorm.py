@@ -69,12 +69,12 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement
+from mlsched.core.allocation import Admission, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.drf import DrfPolicy, dominant_share_units
-from mlsched.scheduler.baselines.taskfill import EPS, JobDemand, TaskFiller, to_placement
-from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.baselines.replan import ReplanPolicy
+from mlsched.scheduler.baselines.taskfill import EPS, JobDemand, to_placement
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
 from mlsched.scheduler.solvers.model import MilpModel
@@ -113,7 +113,7 @@ def share_coefficients(cluster: Cluster, dem: JobDemand) -> tuple[np.ndarray, np
 
 
 @register
-class DormPolicy(Policy):
+class DormPolicy(ReplanPolicy[JobDemand]):
     name = "dorm"
     description = (
         "Dorm-style MILP: maximize utilization under DRF-relative fairness and an "
@@ -168,48 +168,25 @@ class DormPolicy(Policy):
         self.extra_servers = extra_servers
         self.solves: list[DormSolve] = []
         self._drf = DrfPolicy()
-        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
-        self._alloc: dict[str, Placement] = {}
-        self._seq = 0
-        self._dirty = False
-        self._filler: TaskFiller | None = None
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
         self._drf.setup(context)
-        self._bind(context.cluster)
-
-    def _bind(self, cluster: Cluster) -> TaskFiller:
-        if self._filler is None or self._filler.cluster is not cluster:
-            self._filler = TaskFiller(cluster)
-        return self._filler
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         f = self._bind(view.cluster)
         admission = self._drf.on_arrival(job, view)
         if not admission.is_admitted():
             return admission
-        self._jobs[job.job_id] = f.demand(job, self._seq)
-        self._seq += 1
-        self._dirty = True
+        self._add(job.job_id, f.demand(job, self._seq))
         return Admission.admit(reason="admitted; counts and placement by the utilization MILP")
 
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self._drf.on_completion(job_id, view)
-        self.release(job_id)
-
-    def release(self, job_id: str) -> None:
+    def _forget(self, job_id: str) -> None:
         self._drf.release(job_id)
-        if self._jobs.pop(job_id, None) is not None:
-            self._dirty = True
-        self._alloc.pop(job_id, None)
 
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        if self._dirty:
-            fair = dict(self._drf.allocate(slot, view).items())
-            self._alloc = self._replan(slot, view, fair)
-            self._dirty = False
-        return Allocation(slot, self._alloc)
+    def _plan(self, slot: int, view: ClusterView) -> dict[str, Placement]:
+        fair = dict(self._drf.allocate(slot, view).items())
+        return self._replan(slot, view, fair)
 
     # The MILP ----------------------------------------------------------------------------
     def _replan(

@@ -38,15 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
 from mlsched.scheduler.placement import can_ever_run
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
-from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.scheduler.view import ClusterView
 
 __all__ = ["DrfPolicy", "dominant_share_units"]
 
@@ -79,7 +79,7 @@ def dominant_share_units(cluster: Cluster) -> tuple[bool, np.ndarray, np.ndarray
 
 
 @register
-class DrfPolicy(Policy):
+class DrfPolicy(ReplanPolicy[JobDemand]):
     name = "drf"
     description = (
         "dominant-resource fairness: progressive filling at each arrival and "
@@ -88,26 +88,14 @@ class DrfPolicy(Policy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
-        self._alloc: dict[str, Placement] = {}
-        self._seq = 0
-        self._dirty = False
-        self._filler: TaskFiller | None = None
         self._table: DemandTable | None = None
         self._units: tuple[bool, np.ndarray, np.ndarray] | None = None
         self._next_worker = 0
         self._next_ps = 0
 
-    def setup(self, context: RunContext) -> None:
-        super().setup(context)
-        self._bind(context.cluster)
-
-    def _bind(self, cluster: Cluster) -> TaskFiller:
-        if self._filler is None or self._filler.cluster is not cluster:
-            self._filler = TaskFiller(cluster)
-            self._table = DemandTable(len(cluster.resource_names))
-            self._units = dominant_share_units(cluster)
-        return self._filler
+    def _on_bind(self, cluster: Cluster) -> None:
+        self._table = DemandTable(len(cluster.resource_names))
+        self._units = dominant_share_units(cluster)
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         filler = self._bind(view.cluster)
@@ -119,24 +107,11 @@ class DrfPolicy(Policy):
         dem = filler.demand(job, self._seq)
         assert self._table is not None
         self._table.add(dem, job.min_workers, job.ps_needed(job.min_workers))
-        self._jobs[job.job_id] = dem
-        self._seq += 1
-        self._dirty = True
+        self._add(job.job_id, dem)
         return Admission.admit(reason="admitted; counts by progressive filling")
 
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self.release(job_id)
-
-    def release(self, job_id: str) -> None:
-        if self._jobs.pop(job_id, None) is not None:
-            self._dirty = True
-        self._alloc.pop(job_id, None)
-
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        if self._dirty:
-            self._alloc = {j: p for j, p in self._refill().items() if j in view}
-            self._dirty = False
-        return Allocation(slot, self._alloc)
+    def _plan(self, slot: int, view: ClusterView) -> dict[str, Placement]:
+        return {j: p for j, p in self._refill().items() if j in view}
 
     def dominant_share(self, job: JobSpec, workers: int, ps: int) -> float:
         """The dominant share of ``workers`` workers and ``ps`` PSs of ``job``."""

@@ -50,15 +50,15 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole, undo
 from mlsched.scheduler.placement import can_ever_run
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
-from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.scheduler.view import ClusterView
 
 __all__ = ["OptimusPolicy", "packed_server"]
 
@@ -114,7 +114,7 @@ class _Candidate:
 
 
 @register
-class OptimusPolicy(Policy):
+class OptimusPolicy(ReplanPolicy[JobDemand]):
     name = "optimus"
     description = (
         "Optimus-style greedy: each next worker or PS goes to the job whose "
@@ -126,28 +126,14 @@ class OptimusPolicy(Policy):
         if not isinstance(max_increments, int) or max_increments < 0:
             raise TypeError(f"max_increments must be an integer >= 0, got {max_increments!r}")
         self.max_increments = max_increments
-        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
         self._cost: dict[str, tuple[float, float]] = {}  # normalised cost of a worker, a PS
-        self._alloc: dict[str, Placement] = {}
-        self._seq = 0
-        self._dirty = False
-        self._filler: TaskFiller | None = None
         self._table: DemandTable | None = None
         self._unit = np.zeros(0)
 
-    def setup(self, context: RunContext) -> None:
-        super().setup(context)
-        self._bind(context.cluster)
-
-    def _bind(self, cluster: Cluster) -> TaskFiller:
-        if self._filler is None or self._filler.cluster is not cluster:
-            self._filler = TaskFiller(cluster)
-            self._table = DemandTable(len(cluster.resource_names))
-            total = cluster.total
-            self._unit = np.divide(
-                1.0, total, out=np.zeros_like(total, dtype=float), where=total > 0
-            )
-        return self._filler
+    def _on_bind(self, cluster: Cluster) -> None:
+        self._table = DemandTable(len(cluster.resource_names))
+        total = cluster.total
+        self._unit = np.divide(1.0, total, out=np.zeros_like(total, dtype=float), where=total > 0)
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         f = self._bind(view.cluster)
@@ -159,26 +145,15 @@ class OptimusPolicy(Policy):
         dem = f.demand(job, self._seq)
         assert self._table is not None
         self._table.add(dem, job.min_workers, job.ps_needed(job.min_workers))
-        self._seq += 1
-        self._jobs[job.job_id] = dem
         self._cost[job.job_id] = (float(dem.worker @ self._unit), float(dem.ps @ self._unit))
-        self._dirty = True
+        self._add(job.job_id, dem)
         return Admission.admit(reason="admitted; sized greedily by marginal gain")
 
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self.release(job_id)
-
-    def release(self, job_id: str) -> None:
-        if self._jobs.pop(job_id, None) is not None:
-            self._dirty = True
+    def _forget(self, job_id: str) -> None:
         self._cost.pop(job_id, None)
-        self._alloc.pop(job_id, None)
 
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        if self._dirty:
-            self._alloc = self._greedy(view)
-            self._dirty = False
-        return Allocation(slot, self._alloc)
+    def _plan(self, slot: int, view: ClusterView) -> dict[str, Placement]:
+        return self._greedy(view)
 
     # The greedy ---------------------------------------------------------------------------
     def _peek(self, t: JobTasks, is_worker: bool) -> int:

@@ -57,17 +57,17 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.scheduler.baselines.drf import dominant_share_units
+from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import JobDemand, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
 from mlsched.scheduler.placement import can_ever_run, pack
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
-from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
+from mlsched.scheduler.view import CapacityLedger, ClusterView
 
 __all__ = ["AggregateCapacity", "RrhPolicy", "list_schedule"]
 
@@ -156,7 +156,7 @@ class _Job:
 
 
 @register
-class RrhPolicy(Policy):
+class RrhPolicy(ReplanPolicy[_Job]):
     name = "rrh"
     description = (
         "risk-reward heuristic: admit if utility beats the delay cost it causes; "
@@ -184,24 +184,12 @@ class RrhPolicy(Policy):
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.threshold = float(threshold)
-        self._jobs: dict[str, _Job] = {}  # admitted unfinished jobs, in arrival order
-        self._alloc: dict[str, Placement] = {}
-        self._seq = 0
-        self._dirty = False
-        self._filler: TaskFiller | None = None
         self._agg: AggregateCapacity | None = None
         self._next_worker = 0
         self._next_ps = 0
 
-    def setup(self, context: RunContext) -> None:
-        super().setup(context)
-        self._bind(context.cluster)
-
-    def _bind(self, cluster: Cluster) -> TaskFiller:
-        if self._filler is None or self._filler.cluster is not cluster:
-            self._filler = TaskFiller(cluster)
-            self._agg = AggregateCapacity(cluster)
-        return self._filler
+    def _on_bind(self, cluster: Cluster) -> None:
+        self._agg = AggregateCapacity(cluster)
 
     def counts(self, job: JobSpec) -> tuple[int, int]:
         """The fixed (workers, PSs) this policy runs ``job`` with."""
@@ -288,26 +276,13 @@ class RrhPolicy(Policy):
                 RejectKind.UNPROFITABLE,
                 f"utility {reward:.4g} minus delay cost {cost:.4g} is not above {self.threshold:g}",
             )
-        self._jobs[job.job_id] = entry
-        self._seq += 1
-        self._dirty = True
+        self._add(job.job_id, entry)
         return Admission.admit(
             reason=f"utility {reward:.4g} minus delay cost {cost:.4g}; {w} workers, {p} PSs"
         )
 
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self.release(job_id)
-
-    def release(self, job_id: str) -> None:
-        if self._jobs.pop(job_id, None) is not None:
-            self._dirty = True
-        self._alloc.pop(job_id, None)
-
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        if self._dirty:
-            self._alloc = self._run_or_pause(view)
-            self._dirty = False
-        return Allocation(slot, self._alloc)
+    def _plan(self, slot: int, view: ClusterView) -> dict[str, Placement]:
+        return self._run_or_pause(view)
 
     def _round_robin(self, f: TaskFiller, tasks: JobTasks, is_worker: bool) -> int:
         servers, ordered = tasks.dem.servers(is_worker)

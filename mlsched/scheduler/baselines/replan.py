@@ -1,8 +1,10 @@
-"""The scaffolding of the baselines that re-plan on events (DRF, Optimus, RRH, Dorm).
+"""The scaffolding of the baselines built on a task filler (DRF, Optimus, RRH, Dorm, Tiresias).
 
-Such a policy keeps its active jobs in arrival order and the last allocation it made; an
-arrival, a completion or a release marks it dirty, and the next :meth:`allocate` re-plans
-once for all the events of the slot (they all land at that slot's boundary). Subclasses
+Such a policy keeps its active jobs in arrival order and a task filler of the cluster
+(:class:`FillerPolicy`). The event-triggered ones (:class:`ReplanPolicy`: all but Tiresias,
+which re-plans every slot) also keep the last allocation they made; an arrival, a
+completion or a release marks it dirty, and the next :meth:`allocate` re-plans once for
+all the events of the slot (they all land at that slot's boundary). Subclasses
 write :meth:`_plan` (the re-plan) and their own admission; :meth:`_on_bind` sets up what
 they keep per cluster and :meth:`_forget` what they keep per job.
 """
@@ -18,21 +20,19 @@ from mlsched.scheduler.baselines.taskfill import TaskFiller
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView, RunContext
 
-__all__ = ["ReplanPolicy"]
+__all__ = ["FillerPolicy", "ReplanPolicy"]
 
 J = TypeVar("J")
 
 
-class ReplanPolicy(Policy, Generic[J]):
-    """Active jobs (``_jobs``: id -> the subclass's per-job record, in arrival order), the
-    current allocation, a task filler bound to the cluster, re-planning when dirty."""
+class FillerPolicy(Policy, Generic[J]):
+    """Active jobs (``_jobs``: id -> the subclass's per-job record, in arrival order, and
+    ``_seq``, the admission counter) and a task filler bound to the cluster."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._jobs: dict[str, J] = {}
-        self._alloc: dict[str, Placement] = {}
         self._seq = 0
-        self._dirty = False
         self._filler: TaskFiller | None = None
 
     def setup(self, context: RunContext) -> None:
@@ -50,13 +50,25 @@ class ReplanPolicy(Policy, Generic[J]):
         """Per-cluster state of the subclass."""
 
     def _add(self, job_id: str, record: J) -> None:
-        """An admitted job joins the active jobs; the next slot re-plans."""
+        """An admitted job joins the active jobs."""
         self._jobs[job_id] = record
         self._seq += 1
-        self._dirty = True
 
     def on_completion(self, job_id: str, view: ClusterView) -> None:
         self.release(job_id)
+
+
+class ReplanPolicy(FillerPolicy[J]):
+    """A :class:`FillerPolicy` that keeps its allocation until an event marks it dirty."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._alloc: dict[str, Placement] = {}
+        self._dirty = False
+
+    def _add(self, job_id: str, record: J) -> None:
+        super()._add(job_id, record)
+        self._dirty = True  # the next slot re-plans
 
     def release(self, job_id: str) -> None:
         if self._jobs.pop(job_id, None) is not None:

@@ -45,11 +45,11 @@ from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
-from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.scheduler.view import ClusterView
 
 __all__ = ["TiresiasPolicy", "p0_place"]
 
@@ -112,7 +112,7 @@ def _reserve(f: TaskFiller, dem: JobDemand, placement: Placement, sign: int) -> 
 
 
 @register
-class TiresiasPolicy(Policy):
+class TiresiasPolicy(FillerPolicy[JobDemand]):
     name = "tiresias"
     description = (
         "Tiresias-style continuous LAS: least attained GPU service first, fixed counts, preemptive"
@@ -125,26 +125,16 @@ class TiresiasPolicy(Policy):
                 raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
         self.max_workers = max_workers
         self.max_ps = max_ps
-        self._jobs: dict[str, JobDemand] = {}  # active jobs, in arrival order
         self._last: dict[str, Placement] = {}  # each job's latest placement
         self._running: set[str] = set()  # the jobs allocated in the previous slot
         self._gpus: dict[str, float] = {}  # GPUs per worker, 1 for GPU-less workers
-        self._seq = 0
-        self._filler: TaskFiller | None = None
         self._table: DemandTable | None = None
         self._rack_of = np.zeros(0, dtype=np.intp)
 
-    def setup(self, context: RunContext) -> None:
-        super().setup(context)
-        self._bind(context.cluster)
-
-    def _bind(self, cluster: Cluster) -> TaskFiller:
-        if self._filler is None or self._filler.cluster is not cluster:
-            self._filler = TaskFiller(cluster)
-            self._table = DemandTable(len(cluster.resource_names))
-            rack_no = {r: i for i, r in enumerate(cluster.racks)}
-            self._rack_of = np.array([rack_no[s.rack] for s in cluster.servers], dtype=np.intp)
-        return self._filler
+    def _on_bind(self, cluster: Cluster) -> None:
+        self._table = DemandTable(len(cluster.resource_names))
+        rack_no = {r: i for i, r in enumerate(cluster.racks)}
+        self._rack_of = np.array([rack_no[s.rack] for s in cluster.servers], dtype=np.intp)
 
     def counts(self, job: JobSpec) -> tuple[int, int]:
         """The fixed (workers, PSs) this policy runs ``job`` with."""
@@ -169,13 +159,9 @@ class TiresiasPolicy(Policy):
             )
         assert self._table is not None
         self._table.add(dem, w, p)
-        self._seq += 1
-        self._jobs[job.job_id] = dem
+        self._add(job.job_id, dem)
         self._gpus[job.job_id] = job.worker["gpu"] or 1.0
         return Admission.admit(reason=f"LAS with {w} workers, {p} PSs")
-
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self.release(job_id)
 
     def release(self, job_id: str) -> None:
         self._jobs.pop(job_id, None)

@@ -6,8 +6,10 @@ back in item order (so the output does not depend on which run finished first) a
 ``advance`` is called once per finished run, for the progress bar.
 
 Worker processes are spawned, not forked: the parent may hold threads (a progress bar) and
-HiGHS state that a fork would copy half-made. ``MLSCHED_WORKERS`` caps the worker count
-(1 runs everything in this process, in order).
+HiGHS state that a fork would copy half-made. As with any spawned pool, a script that runs
+an experiment must do so under ``if __name__ == "__main__":`` (the ``mlsched`` command
+does). ``MLSCHED_WORKERS`` caps the worker count (1 runs everything in this process, in
+order).
 """
 
 from __future__ import annotations

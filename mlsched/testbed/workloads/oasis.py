@@ -33,7 +33,15 @@ from mlsched.core.resources import ResourceVector
 from mlsched.core.utility import Utility
 from mlsched.testbed.workloads.base import Workload, register_workload
 
-__all__ = ["GPU_INSTANCES", "JOB_CLASSES", "PS_INSTANCE", "min_duration_slots", "oasis_paper"]
+__all__ = [
+    "GPU_INSTANCES",
+    "JOB_CLASSES",
+    "PS_INSTANCE",
+    "class_shares",
+    "draw_utility",
+    "min_duration_slots",
+    "oasis_paper",
+]
 
 #: EC2 GPU instances for the worker pool: name -> (GPUs, vCPUs, memory GB, GPU type).
 GPU_INSTANCES: dict[str, tuple[int, int, int, str]] = {
@@ -119,6 +127,32 @@ def _cluster(rng: np.random.Generator, n_workers: int, n_ps: int, swap_pools: bo
     return Cluster(tuple(servers), Topology())
 
 
+def class_shares(class_mix: Sequence[float]) -> np.ndarray:
+    """The probabilities of the utility classes from ``class_mix`` (checked)."""
+    mix = np.asarray(class_mix, dtype=float)
+    _check(
+        "class_mix",
+        list(class_mix),
+        mix.shape == (3,) and bool(np.all(mix >= 0)) and mix.sum() > 0,
+        "three shares >= 0 (insensitive, sensitive, critical)",
+    )
+    return mix / mix.sum()
+
+
+def draw_utility(rng: np.random.Generator, probs: np.ndarray) -> tuple[str, Utility]:
+    """A class, then its sigmoid: gamma1 U[1, 100], gamma2 from the class, gamma3 U[1, 15]."""
+    classes = list(JOB_CLASSES)
+    cls = classes[int(rng.choice(len(classes), p=probs))]
+    lo, hi = JOB_CLASSES[cls]
+    decay = float(rng.uniform(lo, hi)) if hi > 0 else 0.0
+    utility = Utility.sigmoid(
+        priority=float(rng.uniform(1.0, 100.0)),
+        decay=decay,
+        target=float(rng.uniform(1.0, 15.0)),
+    )
+    return cls, utility
+
+
 def _check(name: str, value: object, ok: bool, expected: str) -> None:
     if not ok:
         raise SpecError(name, value, expected)
@@ -168,20 +202,13 @@ def oasis_paper(
         _is_number(max_min_duration) and max_min_duration >= 1,
         "a number >= 1 slot",
     )
-    mix = np.asarray(class_mix, dtype=float)
-    _check(
-        "class_mix",
-        list(class_mix),
-        mix.shape == (3,) and bool(np.all(mix >= 0)) and mix.sum() > 0,
-        "three shares >= 0 (insensitive, sensitive, critical)",
-    )
+    probs = class_shares(class_mix)
 
     rng = np.random.default_rng(seed)
     cluster = _cluster(rng, servers, n_ps, swap_pools)
     arrivals = np.sort(np.floor(rng.uniform(0.0, horizon, size=jobs)).astype(int))
     arrivals = np.minimum(arrivals, horizon - 1)
     classes = list(JOB_CLASSES)
-    probs = mix / mix.sum()
     specs: list[JobSpec] = []
     draws = 0
     comm_redraws = 0
@@ -223,15 +250,8 @@ def oasis_paper(
                 f"a bound job {job_id} can meet (no draw met it with "
                 f"{slot_seconds:g}-second slots)",
             )
-        cls = classes[int(rng.choice(len(classes), p=probs))]
+        cls, utility = draw_utility(rng, probs)
         counts[cls] += 1
-        lo, hi = JOB_CLASSES[cls]
-        decay = float(rng.uniform(lo, hi)) if hi > 0 else 0.0
-        utility = Utility.sigmoid(
-            priority=float(rng.uniform(1.0, 100.0)),
-            decay=decay,
-            target=float(rng.uniform(1.0, 15.0)),
-        )
         specs.append(
             JobSpec(
                 job_id=job_id,

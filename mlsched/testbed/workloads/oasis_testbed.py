@@ -30,9 +30,14 @@ from mlsched.core.cluster import Cluster, Pool, Server, Topology
 from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
-from mlsched.core.utility import Utility
 from mlsched.testbed.workloads.base import Workload, register_workload
-from mlsched.testbed.workloads.oasis import JOB_CLASSES, _check, _is_count, _is_number
+from mlsched.testbed.workloads.oasis import (
+    _check,
+    _is_count,
+    _is_number,
+    class_shares,
+    draw_utility,
+)
 
 __all__ = ["TESTBED_MODELS", "oasis_testbed", "testbed_cluster"]
 
@@ -116,17 +121,10 @@ def oasis_testbed(
     _check(
         "gpu_share", gpu_share, _is_number(gpu_share) and 0 <= gpu_share <= 1, "a number in [0, 1]"
     )
-    mix = np.asarray(class_mix, dtype=float)
-    _check(
-        "class_mix",
-        list(class_mix),
-        mix.shape == (3,) and bool(np.all(mix >= 0)) and mix.sum() > 0,
-        "three shares >= 0 (insensitive, sensitive, critical)",
-    )
+    probs = class_shares(class_mix)
 
     rng = np.random.default_rng(seed)
     arrivals = np.sort(rng.integers(0, arrival_slots, size=jobs))
-    classes = list(JOB_CLASSES)
     models = list(TESTBED_MODELS)
     specs: list[JobSpec] = []
     redraws = 0
@@ -149,16 +147,11 @@ def oasis_testbed(
             redraws += 1
         else:  # pragma: no cover - every model has epochs that fit
             raise SpecError("seed", seed, "a seed whose jobs can run 40 min-2 h")
-        cls = classes[int(rng.choice(len(classes), p=mix / mix.sum()))]
-        lo, hi = JOB_CLASSES[cls]
+        _, utility = draw_utility(rng, probs)
         specs.append(
             JobSpec(
                 job_id=job_id,
-                utility=Utility.sigmoid(
-                    priority=float(rng.uniform(1.0, 100.0)),
-                    decay=float(rng.uniform(lo, hi)) if hi > 0 else 0.0,
-                    target=float(rng.uniform(1.0, 15.0)),
-                ),
+                utility=utility,
                 arrival_slot=int(arrival),
                 model=model,
                 arch=Arch.PS,

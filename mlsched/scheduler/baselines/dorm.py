@@ -243,6 +243,7 @@ class DormPolicy(ReplanPolicy[JobDemand]):
                 )
                 room = f.fit_counts(servers, demand)
                 per = float((demand * unit).sum())
+                used = [(r, float(demand[r])) for r in np.flatnonzero(demand > EPS).tolist()]
                 for s, n in zip(servers.tolist(), room.tolist(), strict=True):
                     n = min(int(n), top)
                     if n <= 0:
@@ -250,8 +251,8 @@ class DormPolicy(ReplanPolicy[JobDemand]):
                     c = var(0.0, float(n), per, True)
                     cols.append((i, is_worker, s))
                     (ys if is_worker else zs).append(c)
-                    for r in np.flatnonzero(demand > EPS).tolist():
-                        cap_rows.setdefault((s, r), []).append((c, float(demand[r])))
+                    for r, amount in used:
+                        cap_rows.setdefault((s, r), []).append((c, amount))
             y_cols.append(ys)
             z_cols.append(zs)
         if not cols:
@@ -386,10 +387,13 @@ class DormPolicy(ReplanPolicy[JobDemand]):
         else:
             left = whole = np.ones(len(servers))
         order = np.lexsort((servers, -whole, -left))
-        extra = [
-            int(servers[k]) for k in order if whole[k] >= 1 - EPS and int(servers[k]) not in keep
-        ]
-        keep.update(extra[: self.extra_servers])
+        extra: list[int] = []
+        for s in servers[order[whole[order] >= 1 - EPS]].tolist():  # in C: 100s of servers
+            if s not in keep:
+                extra.append(s)
+                if len(extra) == self.extra_servers:
+                    break
+        keep.update(extra)
         return np.array(sorted(keep), dtype=np.intp)
 
     def _decode(

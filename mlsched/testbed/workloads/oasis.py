@@ -41,6 +41,7 @@ __all__ = [
     "draw_utility",
     "min_duration_slots",
     "oasis_paper",
+    "push_pull_seconds",
 ]
 
 #: EC2 GPU instances for the worker pool: name -> (GPUs, vCPUs, memory GB, GPU type).
@@ -63,6 +64,12 @@ _BATCHES = 400  # candidates per (e, b): 25,600, then e and b are redrawn
 _COMM_TRIES = 50  # (e, b) redraws before giving up
 
 
+def push_pull_seconds(gradient_mb: float, worker_gbps: float) -> float:
+    """``2e/b``: seconds one worker takes to push its gradient and pull the parameters at
+    its reserved bandwidth (e in MB, b in Gbit/s; spec 001 A4: mind the 8)."""
+    return 2.0 * gradient_mb * 8e6 / (worker_gbps * 1e9)
+
+
 def min_duration_slots(
     epochs: int,
     batches_per_chunk: int,
@@ -72,8 +79,7 @@ def min_duration_slots(
     slot_seconds: float,
 ) -> int:
     """``d_min = ceil(E M theta)``, theta = tau + 2e/(b Delta) in slots (spec 001 §2.1)."""
-    comm_s = 2.0 * gradient_mb * 8e6 / (worker_gbps * 1e9)
-    theta = tau_slots + comm_s / slot_seconds
+    theta = tau_slots + push_pull_seconds(gradient_mb, worker_gbps) / slot_seconds
     return math.ceil(epochs * batches_per_chunk * theta - 1e-9)
 
 
@@ -86,7 +92,7 @@ def _draw_epochs_batches_tau(
 ) -> tuple[int, tuple[int, int, float] | None]:
     """Draw (E, M, tau) until d_min <= bound (spec 001 A17): (draws used, the accepted
     draw or None when none of the candidates met the bound)."""
-    comm_slots = 2.0 * gradient_mb * 8e6 / (worker_gbps * 1e9) / slot_seconds
+    comm_slots = push_pull_seconds(gradient_mb, worker_gbps) / slot_seconds
     if math.ceil(50 * 10 * (0.001 + comm_slots) - 1e-9) > bound:
         return 0, None  # not even the smallest E, M and tau meet it
     used = 0

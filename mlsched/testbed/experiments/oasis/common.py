@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlsched.controller.engine import RunResult
+from mlsched.controller.engine import JobRecord, RunResult
+from mlsched.core.allocation import JobState
 from mlsched.core.job import JobSpec
 from mlsched.core.utility import UtilityKind
 from mlsched.testbed.experiments.runner import Failure, SimulationConfig, try_simulate
@@ -142,6 +143,15 @@ def _run(
         # Report the scheme's name, not the policy's, so variants are told apart.
         return Failure(name, outcome.seed, outcome.error, outcome.context)
     return outcome
+
+
+def target_miss(record: JobRecord) -> float | None:
+    """Completion minus target duration in slots (``completion - arrival - gamma3``) of a
+    completed job with a sigmoid utility; None for a job that did not complete."""
+    if record.state is not JobState.DONE or record.completion_slot is None:
+        return None
+    target = float(record.spec.utility.params["target"])
+    return record.completion_slot - record.spec.arrival_slot - target
 
 
 def _fmt(v: float | None) -> str:

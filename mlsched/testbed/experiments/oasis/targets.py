@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import JobState
 from mlsched.testbed.experiments.base import Check
 from mlsched.testbed.experiments.oasis.common import (
     _CLASSES,
@@ -18,6 +17,7 @@ from mlsched.testbed.experiments.oasis.common import (
     _run,
     _workload,
     job_class,
+    target_miss,
 )
 from mlsched.testbed.experiments.pool import Runner
 from mlsched.testbed.experiments.runner import Failure
@@ -40,11 +40,11 @@ def _h2_one(
         if cls not in per:
             continue
         per[cls]["jobs"] += 1
-        if record.state is JobState.DONE and record.completion_slot is not None:
-            target = float(record.spec.utility.params["target"])
-            per[cls]["deltas"].append(record.completion_slot - record.spec.arrival_slot - target)
-        else:
+        miss = target_miss(record)
+        if miss is None:
             per[cls]["not_completed"] += 1
+        else:
+            per[cls]["deltas"].append(miss)
     return per
 
 

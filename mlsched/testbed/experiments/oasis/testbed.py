@@ -13,9 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import JobState
 from mlsched.testbed.experiments.base import Check
-from mlsched.testbed.experiments.oasis.common import OASIS_VARIANTS, PRIMARY, OasisScale, _run
+from mlsched.testbed.experiments.oasis.common import (
+    OASIS_VARIANTS,
+    PRIMARY,
+    OasisScale,
+    _run,
+    target_miss,
+)
 from mlsched.testbed.experiments.pool import Runner
 from mlsched.testbed.experiments.runner import Failure
 from mlsched.testbed.metrics import summarize
@@ -28,11 +33,8 @@ def _h5_one(item: tuple[int, str, str, dict[str, Any]]) -> dict[str, Any] | Fail
     outcome = _run(workload, name, policy, options, seed, {"part": "h5"})
     if isinstance(outcome, Failure):
         return outcome
-    deltas: list[float] = []
-    for record in outcome.records.values():
-        if record.state is JobState.DONE and record.completion_slot is not None:
-            target = float(record.spec.utility.params["target"])
-            deltas.append(record.completion_slot - record.spec.arrival_slot - target)
+    misses = (target_miss(r) for r in outcome.records.values())
+    deltas = [m for m in misses if m is not None]
     return {
         "utility": summarize(outcome).total_utility,
         "deltas": deltas,
@@ -90,13 +92,13 @@ def _check_h5(h5: dict[str, Any], sim_sweep: dict[str, Any]) -> Check:
         return Check("H5: the testbed setting orders the schemes as the simulation", False, shown)
     best_base = max(base, key=lambda n: stats[n]["utility_mean"])
     util = sim_sweep["metrics"]["total_utility"]
+    sim = {n: util[n]["mean"][-1] for n in util if util[n]["mean"][-1] is not None}
+    sim_base = max((v for n, v in sim.items() if n not in OASIS_VARIANTS), default=None)
     held: list[str] = []
     parts: list[str] = []
     for o in oasis:
         mine = stats[o]["utility_mean"]
         testbed_gap = (mine - stats[best_base]["utility_mean"]) / max(abs(mine), 1e-9)
-        sim = {n: util[n]["mean"][-1] for n in util if util[n]["mean"][-1] is not None}
-        sim_base = max((v for n, v in sim.items() if n not in OASIS_VARIANTS), default=None)
         sim_gap = None
         if o in sim and sim_base is not None:
             sim_gap = (sim[o] - sim_base) / max(abs(sim[o]), 1e-9)

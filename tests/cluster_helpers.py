@@ -183,3 +183,11 @@ def all_final(ctl: Controller) -> bool:
 
 def job_status(address: str, job_id: str) -> jobs_pb2.JobStatus:
     return stub(address).GetJob(jobs_pb2.GetJobRequest(job_id=job_id), timeout=5).job
+
+
+def finished(address: str, job_id: str, timeout: float, what: str) -> jobs_pb2.JobStatus:
+    """The job's status once it is done or failed (polled over RPC every half second)."""
+    wait_for(
+        lambda: job_status(address, job_id).state in ("done", "failed"), timeout, what, every=0.5
+    )
+    return job_status(address, job_id)

@@ -15,6 +15,7 @@ from cluster_helpers import (
     agents,
     controller,
     controller_process,
+    finished,
     free_port,
     job_status,
     kill_tree,
@@ -108,13 +109,7 @@ def test_relayout_between_slots_resumes_from_the_checkpoint(tmp_path: Path) -> N
     try:
         with agents(ctl.address, tmp_path, 2):
             ctl.submit(yaml.safe_dump([mlp_job("grow", units=total, **SLOW)]))
-            wait_for(
-                lambda: job_status(ctl.address, "grow").state in ("done", "failed"),
-                90,
-                "the job to finish",
-                every=0.5,
-            )
-            status = job_status(ctl.address, "grow")
+            status = finished(ctl.address, "grow", 90, "the job to finish")
             assert status.state == "done", (status.state, status.reason)
             assert status.progress == status.total_work == total
             assert status.restarts >= 1
@@ -176,13 +171,7 @@ def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None
 
             wait_for(lambda: not alive(victim), 20, f"{victim} to be declared lost")
             assert alive(survivor)
-            wait_for(
-                lambda: job_status(ctl.address, "hop").state in ("done", "failed"),
-                60,
-                "the job to finish on the survivor",
-                every=0.5,
-            )
-            status = job_status(ctl.address, "hop")
+            status = finished(ctl.address, "hop", 60, "the job to finish on the survivor")
             assert status.state == "done", (status.state, status.reason)
             assert status.progress == status.total_work == total
             # Generation 2 died without a checkpoint: generation 3, on the survivor,

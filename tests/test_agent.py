@@ -9,6 +9,7 @@ task's lease unless the test pins it. Tasks are one-rank all-reduce jobs of the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import subprocess
@@ -504,3 +505,33 @@ def test_a_task_with_gpu_indices_trains_on_its_gpu(tmp_path: Path) -> None:
             final = exited(ctl, "gpu", 120)
     assert (final.exit_code, final.exit_reason) == (0, "completed"), final.exit_reason
     assert ctl.beats[-1].telemetry.nvml
+
+
+def test_hostile_task_specs_fail_alone_and_the_agent_stays_up(tmp_path: Path) -> None:
+    """What once took agents down (a NUL in a job id reached Popen) or escaped the workdir
+    now fails only the task, with its reason; a good task beside them still completes."""
+    ctl = FakeController()
+    hostile = {
+        "nul-job": task_spec(tmp_path, "nul-job", job_id="a\x00b"),
+        "escape-job": task_spec(tmp_path, "escape-job", job_id="../../x"),
+        "nul-path": task_spec(tmp_path, "nul-path", dataset="folder", data_path="/d\x00x"),
+        "outside-root": task_spec(tmp_path, "outside-root", checkpoint_dir="/tmp/elsewhere"),
+    }
+    huge = task_spec(tmp_path, "x" * 300_000)
+    good = task_spec(tmp_path, "good", stop_step=20)
+    with controller_server(ctl) as target:
+        agent = make_agent(target, tmp_path / "work")
+        agent.node = dataclasses.replace(agent.node, checkpoint_root=str(tmp_path / "ckpt"))
+        with agent_running(agent, ctl) as thread:
+            ctl.want(*hostile.values(), huge, good)
+            for task_id in hostile:
+                status = exited(ctl, task_id)
+                assert (status.exit_code, status.pid) == (-1, 0), status.exit_reason
+                assert "invalid task spec" in status.exit_reason
+            assert "job_id" in ctl.latest("nul-job").exit_reason  # type: ignore[union-attr]
+            assert "checkpoint_dir" in ctl.latest("outside-root").exit_reason  # type: ignore[union-attr]
+            assert exited(ctl, huge.task_id).exit_code == -1
+            assert exited(ctl, "good").exit_reason == "completed"
+            assert thread.is_alive()
+    assert not (tmp_path / "x").exists() and not Path("/tmp/elsewhere").exists()
+    assert {p.name for p in (tmp_path / "work").iterdir()} <= {"good", *hostile, "x" * 192}

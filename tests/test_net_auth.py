@@ -181,8 +181,19 @@ def test_loopback_listen_needs_no_token(address: str) -> None:
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0:5000", "[::]:5000", "10.1.2.3:7000", ":5000"])
-def test_public_listen_with_token_passes(address: str) -> None:
-    check_listen(address, TOKEN)
+def test_public_listen_with_both_roles_credentials_passes(address: str) -> None:
+    check_listen(address, TOKEN, "agent-secret", tls=True)
+
+
+def test_public_listen_needs_agent_credentials_and_warns_without_tls(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with pytest.raises(SpecError, match="--agent-secret-file") as info:
+        check_listen("0.0.0.0:5000", TOKEN)
+    assert info.value.field == "listen"
+    with caplog.at_level("WARNING"):
+        check_listen("0.0.0.0:5000", TOKEN, "agent-secret", tls=False)
+    assert "without TLS" in caplog.text
 
 
 @pytest.mark.parametrize("address", ["nohostport", "host:", "host:port", "127.0.0.1:-1"])
@@ -207,6 +218,7 @@ def test_read_token(tmp_path: Path) -> None:
     assert read_token(" abc ", None) == "abc"
     token_file = tmp_path / "token"
     token_file.write_text("\n  from-file  \nsecond line ignored\n")
+    token_file.chmod(0o600)
     assert read_token(None, str(token_file)) == "from-file"
     with pytest.raises(SpecError, match="both --token and --token-file"):
         read_token("abc", str(token_file))
@@ -219,7 +231,18 @@ def test_read_token(tmp_path: Path) -> None:
 def test_read_token_empty_file_rejected(tmp_path: Path, content: str) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(content)
+    token_file.chmod(0o600)
     with pytest.raises(SpecError, match="first line is the token") as info:
+        read_token(None, str(token_file))
+    assert info.value.field == "token_file"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_token_file_readable_by_others_is_refused(tmp_path: Path, mode: int) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("secret\n")
+    token_file.chmod(mode)
+    with pytest.raises(SpecError, match="chmod 600") as info:
         read_token(None, str(token_file))
     assert info.value.field == "token_file"
 

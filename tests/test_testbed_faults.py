@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,71 @@ def _serving(address: str) -> bool:
 
 def _jobs(address: str) -> list[jobs_pb2.JobStatus]:
     return list(stub(address).ListJobs(jobs_pb2.ListJobsRequest(), timeout=5).jobs)
+
+
+def test_agent_loss_is_noticed_within_its_timeout_and_status_tells_the_truth(
+    tmp_path: Path,
+) -> None:
+    """Slots are long (20 s); the agent timeout is 4 s with 0.3-s heartbeats. A lost agent
+    is declared lost within timeout + one heartbeat (+ polling), not at the slot boundary;
+    its job reads ``re-placing`` meanwhile, ``running`` again on the survivor after the
+    boundary, with the failure and the steps it lost counted."""
+    ctl = controller(tmp_path, min_agents=2, slot_seconds=20.0)
+    timeout_s, heartbeat_s = ctl.cfg.agent_timeout_s, ctl.cfg.heartbeat_s
+    try:
+        with agents(ctl.address, tmp_path, 2) as procs:
+            ctl.submit(yaml.safe_dump([mlp_job("long", units=10**6, **SLOW)]))
+            wait_for(
+                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g1.r0")),
+                30,
+                "generation 1 to train",
+            )
+            # Still the first slot of the job: it runs, and says so.
+            wait_for(
+                lambda: job_status(ctl.address, "long").iterations > 0,
+                10,
+                "the controller to hear of the trained steps",
+            )
+            status = job_status(ctl.address, "long")
+            assert status.state == "running", (status.state, status.reason)
+            assert ctl.engine is not None and ctl.engine.slot <= 1
+            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/long.g1.r0")]
+            (survivor,) = {"agent0", "agent1"} - {victim}
+            kill_tree(procs[int(victim.removeprefix("agent"))].pid, signal.SIGKILL)
+            killed = time.monotonic()
+            slot_then = ctl.engine.slot
+
+            def alive(agent_id: str) -> bool:
+                agents_now = (
+                    stub(ctl.address)
+                    .GetClusterStatus(jobs_pb2.GetClusterStatusRequest(), timeout=5)
+                    .agents
+                )
+                return next(a.alive for a in agents_now if a.agent_id == agent_id)
+
+            wait_for(lambda: not alive(victim), 15, f"{victim} to be declared lost", every=0.05)
+            detected = time.monotonic() - killed
+            assert detected <= timeout_s + heartbeat_s + 1.0, detected
+            assert ctl.engine.slot == slot_then  # noticed inside the slot, not at its end
+            wait_for(
+                lambda: job_status(ctl.address, "long").state == "re-placing",
+                3,
+                "the job to read re-placing",
+                every=0.05,
+            )
+            assert victim in job_status(ctl.address, "long").reason
+            # Re-placed on the survivor at the next boundary (from step 0: no checkpoint).
+            wait_for(
+                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g2.r0")),
+                40,
+                "generation 2 to train on the survivor",
+            )
+            assert (tmp_path / survivor / "long.g2.r0").exists()
+            status = job_status(ctl.address, "long")
+            assert status.state == "running"
+            assert [p.agent_id for p in status.placement] == [survivor]
+            assert status.failed_generations == 1
+            assert status.lost_steps > 0
+            ctl.cancel("long")
+    finally:
+        ctl.stop(stop_tasks=True)

@@ -110,7 +110,7 @@ def test_checkpoint_at_exactly_the_stop_step(run: Run) -> None:
 
 def test_iteration_lines_have_sane_measurements(run: Run) -> None:
     size = ps_message_bytes(run.cfg)
-    assert size == 4 * (4 + 13_002)  # 8x8x3 -> 64 -> 10 MLP, one 4-float header
+    assert size == 4 * (5 + 13_002)  # 8x8x3 -> 64 -> 10 MLP, one 5-float header
     assert_iteration_fields(run.records, size, size)
     for s in of_type(run.records, "summary", "worker"):
         assert s["bytes_sent"] == s["steps"] * size

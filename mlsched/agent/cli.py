@@ -116,6 +116,14 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         ports=ports,
         checkpoint_root=args.checkpoint_root,
     )
+    if token is not None and token.startswith("agent:"):
+        bound = token.removeprefix("agent:").rpartition(":")[0]
+        _check(
+            bound == node.name,
+            "--name",
+            node.name,
+            f"{bound!r}, the agent its credential belongs to (or another mlsched agent-token)",
+        )
     workdir = Path(args.workdir or Path(tempfile.gettempdir()) / f"mlsched-agent-{node.name}")
     auth = ClientAuth(token, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key)
     client_channel(args.controller, auth).close()  # unreadable TLS files fail here, by flag

@@ -31,16 +31,20 @@ from typing import Any
 
 import grpc
 
-from mlsched.agent.discovery import NodeInfo, to_register_request
+from mlsched.agent.discovery import NodeInfo, interface_of, to_register_request
 from mlsched.agent.task import EXITED, TaskProcess
 from mlsched.agent.telemetry import NodeTelemetry
-from mlsched.core.errors import MlschedError
+from mlsched.core.errors import MlschedError, shorten
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc
 
 __all__ = ["Agent", "AgentError"]
 
 log = logging.getLogger(__name__)
+
+#: Most tasks one agent runs at once; a desired list beyond it is cut (a controller bug or a
+#: hostile peer must not make the agent fork without bound).
+MAX_TASKS = 256
 
 # Refusals that retrying cannot fix: the agent stops with the controller's message.
 _FATAL = {
@@ -93,6 +97,7 @@ class Agent:
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
         self._telemetry = NodeTelemetry(use_nvml=use_nvml)
+        self._interface = interface_of(node.host)
         self._running: dict[str, TaskProcess] = {}
         self._exited: dict[str, agent_pb2.TaskStatus] = {}  # exited, not yet acknowledged
         self._finished: OrderedDict[str, agent_pb2.TaskStatus] = OrderedDict()
@@ -102,7 +107,8 @@ class Agent:
 
     # Logging and connection -------------------------------------------------------------------
     def _log(self, level: int, msg: str, *args: Any) -> None:
-        log.log(level, "[agent %s] " + msg, self.node.name, *args)
+        # Bounded: ids and reasons come from the controller and the tasks.
+        log.log(level, "[agent %s] %s", self.node.name, shorten(msg % args, 1000))
 
     def _rpc(self) -> Any:
         if self._stub is None:
@@ -272,7 +278,7 @@ class Agent:
         self._reconcile(resp.tasks, reported_exited)
 
     def _reconcile(self, specs: Any, reported_exited: set[str]) -> None:
-        desired = {spec.task_id: spec for spec in specs}
+        desired = {spec.task_id: spec for spec in specs[:MAX_TASKS]}
         for task_id in reported_exited - desired.keys():
             self._exited.pop(task_id, None)  # acknowledged
         for task_id, spec in desired.items():
@@ -292,7 +298,12 @@ class Agent:
 
     def _launch(self, spec: agent_pb2.TaskSpec) -> None:
         task = TaskProcess(
-            spec, workdir=self.workdir, real_gpus=self.node.real_gpus, warmup=self.warmup
+            spec,
+            workdir=self.workdir,
+            real_gpus=self.node.real_gpus,
+            warmup=self.warmup,
+            checkpoint_root=self.node.checkpoint_root,
+            interface=self._interface,
         ).start()
         if task.exited:  # an invalid spec: reported, never retried
             self._finish(task)

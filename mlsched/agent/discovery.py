@@ -28,6 +28,7 @@ __all__ = [
     "advertised_host",
     "discover",
     "gpu_type_of",
+    "interface_of",
     "link_gbps",
     "to_register_request",
 ]
@@ -116,6 +117,20 @@ def advertised_host(name: str, controller: str) -> str:
         if not ipaddress.ip_address(addr).is_loopback:
             return addr
     return _route_address(host.strip("[]")) or name
+
+
+def interface_of(host: str) -> str | None:
+    """The network interface holding ``host``'s address (None when none here does): what
+    ``GLOO_SOCKET_IFNAME`` names so that a task's Gloo sockets bind that address only."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host.strip("[]"), None)}
+        interfaces = psutil.net_if_addrs()
+    except (OSError, UnicodeError):
+        return None
+    for name, addrs in interfaces.items():
+        if any(a.address.split("%")[0] in addresses for a in addrs):
+            return name
+    return None
 
 
 def _version() -> str:

@@ -26,10 +26,14 @@ import psutil
 
 from mlsched.agent.measurement import MetricsTail
 from mlsched.core.errors import SpecError
+from mlsched.core.ids import check_id, check_under
 from mlsched.trainers.config import Role, TrainConfig
 from mlsched.v1 import agent_pb2, common_pb2
 
-__all__ = ["TaskProcess", "train_config"]
+__all__ = ["MAX_TASK_ID_LEN", "TaskProcess", "train_config"]
+
+#: A task id is ``<job id>.g<generation>.<role><rank>``: a job id plus a short suffix.
+MAX_TASK_ID_LEN = 192
 
 STARTING = agent_pb2.TASK_STATE_STARTING
 RUNNING = agent_pb2.TASK_STATE_RUNNING
@@ -52,8 +56,18 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def train_config(spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool) -> TrainConfig:
-    """The trainer parameters of ``spec``; raises :class:`SpecError` naming a bad field."""
+def train_config(
+    spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool, checkpoint_root: str = ""
+) -> TrainConfig:
+    """The trainer parameters of ``spec``; raises :class:`SpecError` naming a bad field.
+
+    The controller is trusted to send what it validated, but not blindly: ids are checked
+    again, and with a ``checkpoint_root`` the checkpoint directory must resolve under it.
+    """
+    check_id(spec.task_id, "task_id", max_len=MAX_TASK_ID_LEN)
+    check_id(spec.job_id, "job_id")
+    if checkpoint_root:
+        check_under(checkpoint_root, spec.checkpoint_dir, field="checkpoint_dir")
     role = _ROLES.get(spec.role)
     if role is None:
         if spec.arch == "ps":
@@ -64,6 +78,8 @@ def train_config(spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool) -> 
         name: getattr(spec, name) or _DEFAULTS[name] for name in _DEFAULT_WHEN_ZERO
     }
     values["backend"] = spec.backend or ("ddp" if spec.arch == "ps" else "")
+    for name in ("checkpoint_every_s", "checkpoint_every_steps"):
+        values[name] = getattr(spec, name) if spec.HasField(name) else _DEFAULTS[name]
     return TrainConfig(
         model=spec.model,
         arch=spec.arch,
@@ -85,14 +101,14 @@ def train_config(spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool) -> 
         num_samples=spec.num_samples,
         seed=spec.seed,
         device="cuda" if use_gpu else "cpu",
-        job_id=spec.job_id or _DEFAULTS["job_id"],
+        job_id=spec.job_id,
         overlap=spec.overlap,
         **values,
     )
 
 
 def _dir_name(task_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", task_id).lstrip(".") or "task"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", task_id[:MAX_TASK_ID_LEN]).lstrip(".") or "task"
 
 
 def _last_line(path: Path, limit: int = 4096) -> str:
@@ -115,11 +131,15 @@ class TaskProcess:
         workdir: str | Path,
         real_gpus: bool = False,
         warmup: int = 2,
+        checkpoint_root: str = "",
+        interface: str | None = None,
     ) -> None:
         self.spec = spec
         self.task_id = spec.task_id
         self.lease_expires_unix = spec.lease_expires_unix
         self.real_gpus = real_gpus
+        self.checkpoint_root = checkpoint_root
+        self.interface = interface  # Gloo binds the agent's --host address only
         self.dir = Path(workdir) / _dir_name(spec.task_id)
         self.log_path = self.dir / "log.txt"
         self.metrics_path = self.dir / "metrics.jsonl"
@@ -135,12 +155,25 @@ class TaskProcess:
 
     # Lifecycle ------------------------------------------------------------------------------
     def start(self) -> TaskProcess:
-        """Launch the trainer; an invalid spec or a failed launch ends the task at once."""
+        """Launch the trainer; an invalid spec or a failed launch ends the task at once.
+
+        Nothing a task spec holds may take the agent down with it: whatever goes wrong here
+        is this task's failure, reported with its reason.
+        """
         try:
-            cfg = train_config(self.spec, metrics=str(self.metrics_path), real_gpus=self.real_gpus)
+            cfg = train_config(
+                self.spec,
+                metrics=str(self.metrics_path),
+                real_gpus=self.real_gpus,
+                checkpoint_root=self.checkpoint_root,
+            )
         except SpecError as err:
             return self._fail(f"invalid task spec: {err}")
+        except Exception as err:  # a spec no validation anticipated
+            return self._fail(f"invalid task spec: {type(err).__name__}: {str(err)[:200]}")
         env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads), "PYTHONUNBUFFERED": "1"}
+        if self.interface:
+            env["GLOO_SOCKET_IFNAME"] = self.interface
         if cfg.device == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.spec.gpu_indices)
         cmd = [sys.executable, "-m", "mlsched.trainers", *cfg.to_args()]
@@ -158,8 +191,8 @@ class TaskProcess:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-        except OSError as err:
-            return self._fail(f"launch failed: {err}")
+        except (OSError, ValueError, TypeError) as err:  # ValueError: e.g. a NUL in an argument
+            return self._fail(f"launch failed: {type(err).__name__}: {str(err)[:200]}")
         with contextlib.suppress(psutil.Error):
             self._ps = psutil.Process(self.proc.pid)
             self._ps.cpu_percent(None)  # prime: the next call measures from here

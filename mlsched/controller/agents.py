@@ -14,6 +14,9 @@ from typing import Any
 
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
 from mlsched.core.errors import SpecError
+from mlsched.core.fields import check_number
+from mlsched.core.ids import check_id, check_text
+from mlsched.core.limits import MAX_RESOURCE, Bound
 from mlsched.core.resources import ResourceVector
 from mlsched.v1 import agent_pb2
 
@@ -75,14 +78,20 @@ class AgentInfo:
 
 def info_from_request(req: agent_pb2.RegisterRequest) -> AgentInfo:
     """Validate a registration; errors name the field."""
-    if not req.name:
-        raise SpecError("name", req.name, "a non-empty agent name")
-    if not req.host:
-        raise SpecError("host", req.host, "the address peers reach this agent at")
-    capacity = {k: float(v) for k, v in req.capacity.amounts.items()}
-    for k, v in capacity.items():
-        if not v >= 0:
-            raise SpecError(f"capacity.{k}", v, "a number >= 0")
+    check_id(req.name, "name")
+    check_text(req.host, "host", max_len=255)
+    for name, text in (("rack", req.rack), ("gpu_type", req.gpu_type), ("version", req.version)):
+        if text:
+            check_text(text, name, max_len=64)
+    if len(req.capacity.amounts) > 32:
+        raise SpecError("capacity", f"{len(req.capacity.amounts)} resources", "at most 32")
+    capacity = {
+        check_id(k, "capacity", max_len=64): float(
+            check_number(v, f"capacity.{k}", Bound(0.0, MAX_RESOURCE))
+        )
+        for k, v in req.capacity.amounts.items()
+    }
+    check_number(req.nic_gbps, "nic_gbps", Bound(0.0, MAX_RESOURCE))
     pool = req.pool or "both"
     if pool not in ("worker", "ps", "both"):
         raise SpecError("pool", pool, "one of worker, ps, both")
@@ -90,6 +99,8 @@ def info_from_request(req: agent_pb2.RegisterRequest) -> AgentInfo:
     if not 1024 <= lo <= hi <= 65535:
         raise SpecError("port_lo", f"{lo}-{hi}", "a port range within 1024-65535")
     gpu_type = req.gpu_type or (req.gpus[0].type if req.gpus else "") or None
+    if gpu_type is not None:
+        check_text(gpu_type, "gpu_type", max_len=64)
     return AgentInfo(
         agent_id=req.name,
         host=req.host,

@@ -18,15 +18,24 @@ from typing import Any
 import grpc
 import yaml
 
+from mlsched.core.documents import decode
 from mlsched.core.errors import SpecError
-from mlsched.net.auth import ClientAuth, client_channel, read_token
+from mlsched.core.ids import check_id
+from mlsched.core.limits import MAX_DOCUMENT_BYTES
+from mlsched.net.auth import (
+    ClientAuth,
+    agent_token,
+    client_channel,
+    read_secret_file,
+    read_token,
+)
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 __all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel")
+CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "agent-token")
 
 
 def _auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
@@ -68,6 +77,18 @@ def add_cluster_parsers(sub: Any) -> None:
         default="checkpoints",
         help="directory for job checkpoints, the same path on every agent (shared storage)",
     )
+    p.add_argument(
+        "--agent-secret-file",
+        default=None,
+        help="file holding the secret agents' credentials derive from (mlsched agent-token); "
+        "required beside --token to listen beyond loopback",
+    )
+    p.add_argument(
+        "--data-root",
+        default="",
+        help="directory that jobs' training.data_path is relative to, the same path on every "
+        "agent (default: none, so jobs train on synthetic data only)",
+    )
     p.add_argument("--heartbeat", type=float, default=1.0, help="agent heartbeat interval (s)")
     p.add_argument(
         "--agent-timeout", type=float, default=10.0, help="declare an agent lost after (s)"
@@ -93,6 +114,16 @@ def add_cluster_parsers(sub: Any) -> None:
     p.add_argument("job")
     _client_args(p)
 
+    p = sub.add_parser(
+        "agent-token",
+        help="print the credential of one agent (its --token-file's content)",
+        description="Derive agent NAME's credential from the controller's agent secret. "
+        "It lets that agent, and only it, register and heartbeat; store it on the agent's "
+        "machine in a file only the agent's user can read.",
+    )
+    p.add_argument("name", help="the agent's --name")
+    p.add_argument("--agent-secret-file", required=True, help="the controller's agent secret")
+
 
 def _token(args: argparse.Namespace) -> str | None:
     return read_token(args.token or os.environ.get("MLSCHED_TOKEN"), args.token_file)
@@ -111,6 +142,10 @@ def _policy_options(pairs: list[str]) -> dict[str, Any]:
 def run_cluster_command(args: argparse.Namespace) -> int:
     if args.command == "controller":
         return _controller(args)
+    if args.command == "agent-token":
+        secret = read_secret_file(args.agent_secret_file, "agent_secret_file")
+        print(agent_token(secret, check_id(args.name, "name")))
+        return 0
     stub = jobs_pb2_grpc.JobServiceStub(
         client_channel(
             args.controller,
@@ -141,7 +176,13 @@ def _controller(args: argparse.Namespace) -> int:
         slot_seconds=args.slot_seconds,
         db=args.db,
         checkpoint_root=args.checkpoint_root,
+        data_root=args.data_root,
         token=_token(args),
+        agent_secret=(
+            read_secret_file(args.agent_secret_file, "agent_secret_file")
+            if args.agent_secret_file
+            else None
+        ),
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_ca=args.tls_ca,
@@ -167,12 +208,15 @@ def _controller(args: argparse.Namespace) -> int:
 
 def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
     if args.file == "-":
-        document = sys.stdin.read()
+        raw = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
     else:
         try:
-            document = Path(args.file).read_text()
+            with Path(args.file).open("rb") as fh:
+                raw = fh.read(MAX_DOCUMENT_BYTES + 1)
         except OSError as err:
             raise SpecError("file", args.file, f"a readable job file ({err.strerror})") from None
+    # Checked here as well as by the controller: a clear local error beats a gRPC size refusal.
+    document = decode(raw, where=args.file)
     resp = stub.SubmitJobs(jobs_pb2.SubmitJobsRequest(document=document), timeout=args.timeout)
     for job_id in resp.job_ids:
         print(f"submitted {job_id}")
@@ -237,7 +281,7 @@ def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
 def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
     head = (
         f"{'job':<14} {'state':<10} {'admitted':<8} {'progress':>13} {'slots':>5} {'iters':>6} "
-        f"{'restarts':>8} {'pred s/it':>9} {'meas s/it':>9}  placement"
+        f"{'restarts':>8} {'fails':>5} {'lost':>6} {'pred s/it':>9} {'meas s/it':>9}  placement"
     )
     rows = [head, "-" * len(head)]
     for j in jobs:
@@ -249,8 +293,9 @@ def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
         rows.append(
             f"{j.job_id:<14} {j.state:<10} {admitted:<8} {j.progress:>6.0f} {pct:>5.1f}% "
             f"{j.slots_run:>5} "
-            f"{j.iterations:>6} {j.restarts:>8} {pred:>9} {meas:>9}  {where}"
+            f"{j.iterations:>6} {j.restarts:>8} {j.failed_generations:>5} {j.lost_steps:>6} "
+            f"{pred:>9} {meas:>9}  {where}"
         )
-        if j.reason and j.state in ("rejected", "failed", "cancelled", "paused"):
+        if j.reason and j.state in ("rejected", "failed", "cancelled", "paused", "re-placing"):
             rows.append(f"{'':<14} {j.reason}")
     return "\n".join(rows)

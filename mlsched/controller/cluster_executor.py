@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
@@ -43,6 +43,19 @@ log = logging.getLogger(__name__)
 
 EXITED = agent_pb2.TASK_STATE_EXITED
 COUNTERS = ("timed_iterations", "compute_time_s", "comm_time_s", "bytes_sent", "bytes_recv")
+
+
+class LiveState(NamedTuple):
+    state: str
+    reason: str
+    layout: Layout
+
+
+class RunFacts(NamedTuple):
+    failed_generations: int
+    lost_steps: int
+    checkpoint_step: int
+    checkpoint_units: float
 
 
 def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
@@ -187,6 +200,41 @@ class ClusterExecutor(Executor):
                     units = max(units, gen.start_cursor + max(0, step - gen.start_step) * gen.ups)
             return units, step
 
+    def live_state(self, job_id: str) -> LiveState | None:
+        """What the job's processes are doing now, between the engine's slot reports:
+        ``running`` (a generation is up, with its layout), ``re-placing`` (it failed or
+        waits for a lost agent), ``stopping`` (draining for a new layout) or ``paused``;
+        with a reason. None when the executor has nothing to add."""
+        with self._lock:
+            run = self.runs.get(job_id)
+            if run is None or run.finished or job_id in self.fatal:
+                return None
+            gen, want = run.gen, self._want.get(job_id)
+            if gen is not None and gen.failed:
+                return LiveState("re-placing", gen.failed, gen.layout)
+            if gen is not None and gen.draining:
+                if want:
+                    return LiveState("stopping", "moving to a new layout", gen.layout)
+                return LiveState("paused", "not allocated this slot", ())
+            if gen is not None:
+                return LiveState("running", "", gen.layout)
+            if want is not None:
+                lost = [a for a, _, _ in want if not self._alive(a)]
+                if lost:
+                    why = f"agent {', '.join(lost)} lost; re-placed at the next slot boundary"
+                    return LiveState("re-placing", why, ())
+                if run.last_failure:
+                    return LiveState("re-placing", run.last_failure, ())
+            return None
+
+    def failures_of(self, job_id: str) -> RunFacts | None:
+        """Failures of the job's generations, the steps they lost, and its checkpoint."""
+        with self._lock:
+            run = self.runs.get(job_id)
+            if run is None:
+                return None
+            return RunFacts(run.failed_generations, run.lost_steps, run.step, float(run.cursor))
+
     # Heartbeats -------------------------------------------------------------------------
     def desired_for(self, agent_id: str) -> list[agent_pb2.TaskSpec]:
         """The tasks ``agent_id`` must run now, with renewed leases."""
@@ -236,22 +284,36 @@ class ClusterExecutor(Executor):
                 status = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
                 if status.state == EXITED:
                     gen.final[task_id] = status
+                gen.seen_status[task_id] = status
                 out[task_id] = status
         return out
 
     def _reconcile_locked(self) -> None:
         for job_id, run in self.runs.items():
-            if run.gen is not None:
-                self._advance(job_id, run, run.gen)
-            want = self._want.get(job_id)
-            gen = run.gen
-            if gen is not None and not gen.draining and (want is None or gen.layout != want):
-                self._drain(run, gen, "re-layout" if want else "paused")
-            if run.gen is None and want is not None and not run.finished:
-                if job_id in self.fatal:
-                    continue
-                if all(self._alive(a) for a, _, _ in want):
-                    self._launch(job_id, run, want)
+            try:
+                self._reconcile_job(job_id, run)
+            except Exception as err:
+                # One job's trouble (a spec no check anticipated, no free port) ends that
+                # job, through the controller, never the slot loop or a heartbeat.
+                log.exception("[controller] job %s cannot run", job_id)
+                self.fatal.setdefault(job_id, f"cannot run: {type(err).__name__}: {err}"[:300])
+                self._want.pop(job_id, None)
+
+    def _reconcile_job(self, job_id: str, run: JobRun) -> None:
+        if run.gen is not None:
+            self._advance(job_id, run, run.gen)
+        want = self._want.get(job_id)
+        gen = run.gen
+        if gen is not None and not gen.draining and (want is None or gen.layout != want):
+            self._drain(run, gen, "re-layout" if want else "paused")
+        if run.gen is None and want is not None and not run.finished:
+            if job_id in self.fatal:
+                return
+            if all(self._alive(a) for a, _, _ in want):
+                self._launch(job_id, run, want)
+
+    def _last_seen(self, gen: Generation) -> list[agent_pb2.TaskStatus]:
+        return list(gen.seen_status.values())
 
     def _alive(self, agent_id: str) -> bool:
         agent = self.agents.get(agent_id)
@@ -274,12 +336,27 @@ class ClusterExecutor(Executor):
                 self._drain(run, gen, "failure")
         if len(exited) < len(statuses):
             return
-        # Every task has exited: take the newest checkpoint any of them wrote.
-        for s in exited.values():
+        # Every task has exited: take the newest checkpoint any of them wrote (a lost
+        # agent's tasks: the last one its heartbeats reported).
+        for s in [*exited.values(), *self._last_seen(gen)]:
             if s is not None and s.measurement.checkpoint_cursor >= 0:
                 m = s.measurement
                 if m.checkpoint_step >= run.step:
                     run.step, run.cursor = int(m.checkpoint_step), int(m.checkpoint_cursor)
+        if gen.failed:
+            # What the tasks had trained beyond the checkpoint the next generation starts
+            # from (a lost agent's tasks report nothing more: their last heartbeat counts).
+            reached = max(
+                (
+                    int(s.measurement.last_step) + 1
+                    for s in [*exited.values(), *self._last_seen(gen)]
+                    if s is not None and s.measurement.iterations
+                ),
+                default=run.step,
+            )
+            run.lost_steps += max(0, reached - run.step)
+            run.failed_generations += 1
+            run.last_failure = gen.failed
         self._release_ports(gen)
         run.ended.append(gen)
         if run.step >= gen.stop_step:

@@ -11,23 +11,23 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-import yaml
-
+from mlsched.controller.runs import data_path
+from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
+from mlsched.core.limits import MAX_JOBS_PER_DOCUMENT
 from mlsched.trainers.config import TrainConfig
-from mlsched.trainers.models import model_names
+from mlsched.trainers.models import check_input, model_names
 
 __all__ = ["check_trainable", "parse_jobs"]
 
 _TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
-def parse_jobs(document: str, *, where: str = "request") -> list[JobSpec]:
-    try:
-        raw = yaml.safe_load(document)
-    except yaml.YAMLError as err:
-        raise SpecError("document", document[:60], f"YAML or JSON ({err})", where=where) from None
+def parse_jobs(
+    document: str | bytes, *, where: str = "request", data_root: str = ""
+) -> list[JobSpec]:
+    raw = load_document(document, where=where)
     if isinstance(raw, dict) and "jobs" in raw:
         raw = raw["jobs"]
     elif isinstance(raw, dict):
@@ -36,13 +36,17 @@ def parse_jobs(document: str, *, where: str = "request") -> list[JobSpec]:
         raise SpecError(
             "jobs", raw, "a non-empty list of job specs (or {jobs: [...]})", where=where
         )
+    if len(raw) > MAX_JOBS_PER_DOCUMENT:
+        raise SpecError(
+            "jobs", f"{len(raw)} jobs", f"at most {MAX_JOBS_PER_DOCUMENT} per document", where=where
+        )
     jobs: list[JobSpec] = []
     seen: set[str] = set()
     for i, entry in enumerate(raw):
         prefix = f"jobs[{i}]"
         try:
             job = JobSpec.from_dict(entry, prefix)
-            check_trainable(job, prefix)
+            check_trainable(job, prefix, data_root=data_root)
         except SpecError as err:
             raise SpecError(err.field, err.value, err.expected, where=where) from None
         if job.job_id in seen:
@@ -52,8 +56,10 @@ def parse_jobs(document: str, *, where: str = "request") -> list[JobSpec]:
     return jobs
 
 
-def check_trainable(job: JobSpec, prefix: str) -> None:
-    """What the real trainers need beyond the simulator's job spec."""
+def check_trainable(job: JobSpec, prefix: str, *, data_root: str = "") -> None:
+    """What the real trainers need beyond the simulator's job spec: a model they define, a
+    ``training:`` mapping a :class:`TrainConfig` accepts, a data path under the data root and
+    an input size the model can take."""
     if job.model not in model_names():
         raise SpecError(f"{prefix}.model", job.model, f"one of {', '.join(model_names())}")
     if job.global_batch is not None:
@@ -62,22 +68,22 @@ def check_trainable(job: JobSpec, prefix: str) -> None:
             job.global_batch,
             "null on the testbed (trainers use a fixed per-worker batch_size)",
         )
-    settings: dict[str, Any] = {
-        k: v for k, v in job.training.items() if k in _TRAIN_FIELDS and k != "threads"
-    }
+    settings: dict[str, Any] = {k: v for k, v in job.training.items() if k in _TRAIN_FIELDS}
     try:
-        TrainConfig(
+        path = data_path(job, data_root)
+        cfg = TrainConfig(
             model=job.model,
             arch=job.arch.value,
             mode=job.sync.value,
             checkpoint_dir="/tmp/check",
             batch_size=job.batch_size,
-            **settings,
+            job_id=job.job_id,
+            **{**settings, "data_path": path or None},
         )
+        check_input(cfg.model, cfg.image_size, cfg.num_classes)
     except SpecError as err:
-        raise SpecError(f"{prefix}.training.{err.field}", err.value, err.expected) from None
+        field = err.field.removeprefix("training.")
+        where = "" if field in ("job_id", "batch_size", "model") else "training."
+        raise SpecError(f"{prefix}.{where}{field}", err.value, err.expected) from None
     except TypeError as err:
         raise SpecError(f"{prefix}.training", job.training, str(err)) from None
-    threads = job.training.get("threads", 1)
-    if not isinstance(threads, int) or threads < 1:
-        raise SpecError(f"{prefix}.training.threads", threads, "an integer >= 1")

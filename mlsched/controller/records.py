@@ -38,15 +38,33 @@ def record_state(record: JobRecord, extra: dict[str, Any] | None = None) -> dict
 
 
 def record_from_row(spec: dict[str, Any], state: dict[str, Any]) -> JobRecord:
+    """The record a stored row describes; raises (SpecError, ValueError) on a row that does
+    not hold what :func:`record_state` writes."""
     record = JobRecord(JobSpec.from_dict(spec))
     if not state:
         return record
     for name in _PLAIN:
         if name in state:
-            setattr(record, name, state[name])
+            value, default = state[name], getattr(record, name)
+            if not _same_kind(value, default):
+                raise ValueError(f"stored {name} {value!r:.60} is not like {default!r:.60}")
+            setattr(record, name, value)
     record.state = JobState(state.get("state", "pending"))
     if state.get("reject_kind"):
         record.reject_kind = RejectKind(state["reject_kind"])
     if state.get("quote"):
         record.quote = Quote(state["quote"]["total"], state["quote"].get("unit_prices", {}))
     return record
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    """A stored field fits its record attribute: the same kind of number, text or null."""
+    if value is None or default is None:
+        return value is None or (
+            isinstance(value, (int, float, str)) and not isinstance(value, bool)
+        )
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True

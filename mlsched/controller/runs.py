@@ -16,6 +16,8 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from mlsched.core.errors import SpecError
+from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.v1 import agent_pb2, common_pb2
 
@@ -49,6 +51,9 @@ class Generation:
     failed: str = ""
     restart_reported: bool = False
     final: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)  # at its end
+    # The last status each task's agent reported (not persisted): what a lost agent's
+    # tasks had done when it went silent.
+    seen_status: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +109,9 @@ class JobRun:
     gen: Generation | None = None
     finished: bool = False  # the trainer reached its last step
     failures: int = 0  # consecutive failed generations
+    failed_generations: int = 0  # all of them
+    lost_steps: int = 0  # trained steps that failures threw away (past the last checkpoint)
+    last_failure: str = ""
     last_stop_at: float | None = None
     seen: dict[str, tuple[float, ...]] = field(default_factory=dict)  # counters per task
     ended: list[Generation] = field(default_factory=list)  # not yet reported
@@ -117,6 +125,9 @@ class JobRun:
             "gen": self.gen.to_dict() if self.gen else None,
             "finished": self.finished,
             "failures": self.failures,
+            "failed_generations": self.failed_generations,
+            "lost_steps": self.lost_steps,
+            "last_failure": self.last_failure,
             "seen": {k: list(v) for k, v in self.seen.items()},
         }
 
@@ -131,6 +142,9 @@ class JobRun:
             gen=Generation.from_dict(raw["gen"]) if raw.get("gen") else None,
             finished=raw["finished"],
             failures=raw["failures"],
+            failed_generations=int(raw.get("failed_generations", 0)),
+            lost_steps=int(raw.get("lost_steps", 0)),
+            last_failure=str(raw.get("last_failure", "")),
             seen={k: tuple(v) for k, v in raw.get("seen", {}).items()},
         )
 
@@ -145,11 +159,33 @@ class TaskDefaults:
     """Controller-wide trainer settings a job's ``training`` mapping may override."""
 
     checkpoint_root: str
+    data_root: str = ""  # where a job's relative training.data_path is resolved
     timeout_s: float = 60.0
     dataset: str = "synthetic"
     num_samples: int = 2048
     image_size: int = 32
     threads: int = 1
+    checkpoint_every_s: float = 60.0
+    checkpoint_every_steps: int = 0
+
+
+def data_path(job: JobSpec, data_root: str) -> str:
+    """The absolute data directory of ``job`` (empty for none): its ``training.data_path``
+    resolved under ``data_root``, refused when there is no root or it leads outside."""
+    given = job.training.get("data_path")
+    if not given:
+        return ""
+    if not data_root:
+        raise SpecError(
+            "training.data_path", given, "no data_path: this controller has no --data-root"
+        )
+    return str(contained(data_root, given, field="training.data_path"))
+
+
+def checkpoint_interval(slot_seconds: float) -> float:
+    """Seconds between periodic checkpoints on the testbed: 5 % of a slot, within [5, 60] s,
+    so a failure loses at most that much of a slot's work (or a minute on long slots)."""
+    return min(60.0, max(5.0, 0.05 * slot_seconds))
 
 
 def render_tasks(
@@ -180,7 +216,7 @@ def render_tasks(
         "num_ps": n_ps,
         "rendezvous": rendezvous,
         "stop_step": stop,
-        "checkpoint_dir": f"{defaults.checkpoint_root.rstrip('/')}/{job.job_id}",
+        "checkpoint_dir": str(contained(defaults.checkpoint_root, job.job_id, field="job_id")),
         "model": job.model,
         "arch": job.arch.value,
         "mode": job.sync.value,
@@ -190,7 +226,7 @@ def render_tasks(
         "momentum": float(tr.get("momentum", 0.9)),
         "weight_decay": float(tr.get("weight_decay", 5e-4)),
         "dataset": str(tr.get("dataset", defaults.dataset)),
-        "data_path": str(tr.get("data_path", "")),
+        "data_path": data_path(job, defaults.data_root),
         "num_samples": int(tr.get("num_samples", defaults.num_samples)),
         "num_classes": int(tr.get("num_classes", 10)),
         "image_size": int(tr.get("image_size", defaults.image_size)),
@@ -200,6 +236,10 @@ def render_tasks(
         "seed": int(tr.get("seed", 0)),
         "overlap": bool(tr.get("overlap", False)),
         "checkpoint_keep": int(tr.get("checkpoint_keep", 2)),
+        "checkpoint_every_s": float(tr.get("checkpoint_every_s", defaults.checkpoint_every_s)),
+        "checkpoint_every_steps": int(
+            tr.get("checkpoint_every_steps", defaults.checkpoint_every_steps)
+        ),
         "generation": number,
     }
     tasks: dict[str, agent_pb2.TaskSpec] = {}

@@ -31,12 +31,12 @@ from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.records import record_from_row, record_state
-from mlsched.controller.runs import TaskDefaults
+from mlsched.controller.runs import JobRun, TaskDefaults, checkpoint_interval
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
-from mlsched.core.errors import MlschedError, SpecError
+from mlsched.core.errors import MlschedError, SpecError, shorten
 from mlsched.core.job import JobSpec
-from mlsched.net.auth import TokenInterceptor, check_listen, server_credentials
+from mlsched.net.auth import TokenInterceptor, agent_of, check_listen, server_credentials
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
@@ -55,7 +55,9 @@ class ControllerConfig:
     slot_seconds: float = 60.0
     db: str = "mlsched.db"
     checkpoint_root: str = "checkpoints"
-    token: str | None = None
+    data_root: str = ""  # jobs' training.data_path is relative to it (none allowed if unset)
+    token: str | None = None  # the user token (JobService)
+    agent_secret: str | None = None  # agents' credentials derive from it (AgentService)
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
@@ -80,7 +82,9 @@ class ControllerConfig:
             )
         if self.min_agents < 1:
             raise SpecError("min_agents", self.min_agents, "an integer >= 1")
-        check_listen(self.listen, self.token)
+        if self.agent_secret is not None and self.token is None:
+            raise SpecError("agent_secret", "set", "a user token (--token) beside it")
+        check_listen(self.listen, self.token, self.agent_secret, tls=self.tls_cert is not None)
 
 
 class Controller:
@@ -95,6 +99,8 @@ class Controller:
             slot_seconds=cfg.slot_seconds,
             defaults=TaskDefaults(
                 checkpoint_root=str(Path(cfg.checkpoint_root).resolve()),
+                data_root=str(Path(cfg.data_root).resolve()) if cfg.data_root else "",
+                checkpoint_every_s=checkpoint_interval(cfg.slot_seconds),
                 timeout_s=cfg.task_timeout_s,
             ),
             lease_s=cfg.lease_s,
@@ -119,21 +125,51 @@ class Controller:
         # A restart: clients see every stored job at once, and the agents' heartbeats are
         # answered with the adopted generations (not an empty list, which would stop them)
         # while the engine waits for its agents.
-        rows = self.store.jobs()
-        self._restore_records = [record_from_row(row["spec"], row["state"]) for row in rows]
+        rows, runs = self._load_rows()
+        self._restore_records = [record for record, _ in rows]
         self._restored = not rows
-        for row in rows:
-            self._ids.add(row["job_id"])
-            self._iterations[row["job_id"]] = float((row["state"] or {}).get("iterations", 0.0))
+        for record, state in rows:
+            self._ids.add(record.job_id)
+            self._iterations[record.job_id] = float(state.get("iterations", 0.0))
         self.executor.load(
-            self.store.runs(),
-            {r.job_id: r.spec for r in self._restore_records if not r.state.is_final},
+            runs, {r.job_id: r.spec for r in self._restore_records if not r.state.is_final}
         )
         self._snapshot = {r.job_id: self._status(None, r) for r in self._restore_records}
 
+    def _load_rows(self) -> tuple[list[tuple[JobRecord, dict[str, Any]]], dict[str, Any]]:
+        """The stored jobs and runs that still load; any other row is quarantined with its
+        reason (a spec this release refuses, damaged JSON), never fatal."""
+        runs = self.store.runs()
+        out: list[tuple[JobRecord, dict[str, Any]]] = []
+        for row in self.store.jobs():
+            job_id = row["job_id"]
+            try:
+                if "error" in row:
+                    raise ValueError(row["error"])
+                state = row["state"] or {}
+                if not isinstance(state, dict):
+                    raise ValueError(f"state is a {type(state).__name__}, not a mapping")
+                record = record_from_row(row["spec"], state)
+                if record.job_id != job_id:
+                    raise ValueError(f"spec names job {record.job_id!r}")
+                if job_id in runs:
+                    if runs[job_id] is None:
+                        raise ValueError("its run is unreadable JSON")
+                    JobRun.from_dict(job_id, runs[job_id])
+            except Exception as err:  # whatever a damaged or outdated row raises
+                reason = shorten(f"{type(err).__name__}: {err}", 500)
+                log.error("[controller] job %s quarantined at restart: %s", job_id, reason)
+                self.store.quarantine_job(job_id, reason)
+                runs.pop(job_id, None)
+                continue
+            out.append((record, state))
+        return out, {j: r for j, r in runs.items() if r is not None}
+
     # Lifecycle --------------------------------------------------------------------------
     def start(self) -> Controller:
-        interceptors = [TokenInterceptor(self.cfg.token)] if self.cfg.token else []
+        interceptors = (
+            [TokenInterceptor(self.cfg.token, self.cfg.agent_secret)] if self.cfg.token else []
+        )
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(self), server)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(self), server)
@@ -152,6 +188,7 @@ class Controller:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._thread = threading.Thread(target=self._loop, name="slot-loop", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True).start()
         host = self.cfg.listen.rpartition(":")[0]
         log.info(
             "[controller] listening on %s:%d (policy %s, %gs slots, state %s%s)",
@@ -188,8 +225,9 @@ class Controller:
 
     # The slot loop ----------------------------------------------------------------------
     def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
+        failures = 0
+        while not self._stop.is_set():
+            try:
                 self._membership()
                 if self.engine is None:
                     self._stop.wait(0.2)
@@ -198,15 +236,37 @@ class Controller:
                 before = {j: r.state for j, r in self.engine.records.items()}
                 report = self.engine.step()
                 self._after_slot(self.engine, report, before)
-        except Exception:
-            log.exception("[controller] slot loop failed")
-            self._stop.set()
-            raise
+                failures = 0
+            except Exception:
+                # The service stays up (status, cancel, agents' leases) whatever one slot
+                # hit; the failure is logged with its traceback and the slot tried again.
+                failures += 1
+                log.exception("[controller] slot failed (%d in a row); retrying", failures)
+                self._stop.wait(min(self.cfg.slot_seconds, 5.0 * failures))
+
+    def _watch_agents(self) -> None:
+        """Declare silent agents lost as soon as their timeout passes, not at the next slot
+        boundary: their generations fail (and the survivors stop and checkpoint) within
+        ``agent_timeout_s`` + one heartbeat; the jobs are re-placed at the next boundary."""
+        every = min(self.cfg.heartbeat_s, self.cfg.agent_timeout_s / 4)
+        while not self._stop.wait(every):
+            try:
+                for agent_id in self.agents.expire():
+                    self._lost(agent_id)
+            except Exception:
+                log.exception("[controller] agent watch failed")
+
+    def _lost(self, agent_id: str) -> None:
+        agent = self.agents.get(agent_id)
+        if agent is not None and agent.alive:
+            return
+        log.warning("[controller] agent %s lost (no heartbeat)", agent_id)
+        self.store.set_agent_alive(agent_id, False)
+        self.executor.poke()
 
     def _membership(self) -> None:
         for agent_id in self.agents.expire():
-            log.warning("[controller] agent %s lost (no heartbeat)", agent_id)
-            self.store.set_agent_alive(agent_id, False)
+            self._lost(agent_id)
         if not self.agents.take_changed():
             return
         cluster = self.agents.cluster()
@@ -301,6 +361,9 @@ class Controller:
         for job_id, reason in list(self.executor.fatal.items()):
             failing = engine.records.get(job_id)
             if failing is not None and not failing.state.is_final:
+                facts = self.executor.failures_of(job_id)
+                if facts is not None:  # only the checkpointed work survives a failed job
+                    failing.progress = min(failing.progress, facts.checkpoint_units)
                 engine.fail(job_id, reason)
                 self.executor.forget(job_id)
                 self.store.update_job(job_id, record_state(failing, self._extra(job_id)))
@@ -409,7 +472,7 @@ class Controller:
         return s
 
     def submit(self, document: str) -> list[str]:
-        jobs = parse_jobs(document)
+        jobs = parse_jobs(document, data_root=self.executor.defaults.data_root)
         with self._lock:
             for i, job in enumerate(jobs):
                 if job.job_id in self._ids:
@@ -427,7 +490,7 @@ class Controller:
                     completion_slot=-1,
                 )
                 self._submissions.put(job)
-        log.info("[controller] submitted %s", ", ".join(j.job_id for j in jobs))
+        log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))
         return [j.job_id for j in jobs]
 
     def cancel(self, job_id: str) -> jobs_pb2.JobStatus:
@@ -450,8 +513,26 @@ class Controller:
         if live is not None:
             units, steps = live
             out.iterations = max(out.iterations, steps)
-            if out.state in ("running", "admitted", "paused"):
+            if out.state in _LIVE_STATES:
                 out.progress = max(out.progress, min(out.total_work, units))
+        facts = self.executor.failures_of(job_id)
+        if facts is not None:
+            out.failed_generations = facts.failed_generations
+            out.lost_steps = facts.lost_steps
+            out.checkpoint_step = facts.checkpoint_step
+            if out.state == "failed":
+                # What survives a failed job is its checkpoint, not what its processes had
+                # trained past it.
+                out.progress = min(out.progress, facts.checkpoint_units)
+        doing = self.executor.live_state(job_id)
+        if doing is not None and out.state in _LIVE_STATES:
+            # The engine's snapshot is taken at slot boundaries; the executor knows what
+            # the processes do now (a job launched this slot runs, where it was launched;
+            # a lost agent's job waits to be re-placed).
+            out.state, out.reason = doing.state, doing.reason or out.reason
+            del out.placement[:]
+            for agent, w, k in doing.layout:
+                out.placement.add(agent_id=agent, workers=w, ps=k)
         return out
 
     def jobs(self) -> list[jobs_pb2.JobStatus]:
@@ -491,6 +572,10 @@ class Controller:
         return resp
 
 
+# Engine states the executor's live view may refine (final states are the engine's alone).
+_LIVE_STATES = ("pending", "admitted", "running", "paused")
+
+
 def _agent_info(row: dict[str, Any]) -> Any:
     from mlsched.controller.agents import AgentInfo
 
@@ -503,6 +588,17 @@ def _abort(context: grpc.ServicerContext, err: Exception) -> None:
     context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
 
 
+def _check_identity(context: grpc.ServicerContext, claimed: str) -> None:
+    """An agent credential speaks only for its own agent id."""
+    bound = agent_of(context)
+    if bound is not None and bound != claimed:
+        context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"this credential belongs to agent {shorten(bound, 128)!r}, "
+            f"not {shorten(claimed, 128)!r}",
+        )
+
+
 class _AgentService(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
@@ -510,6 +606,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
     def Register(
         self, request: agent_pb2.RegisterRequest, context: grpc.ServicerContext
     ) -> agent_pb2.RegisterResponse:
+        _check_identity(context, request.name)
         try:
             info = info_from_request(request)
         except SpecError as err:
@@ -531,6 +628,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
     def Heartbeat(
         self, request: agent_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> agent_pb2.HeartbeatResponse:
+        _check_identity(context, request.agent_id)
         agent = self.ctl.agents.heartbeat(request)
         if agent is None:
             return agent_pb2.HeartbeatResponse(reregister=True)

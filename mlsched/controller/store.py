@@ -11,7 +11,10 @@ where it stopped instead of dropping an admitted job:
 * append-only history per slot: admission ``decisions`` (with the quoted price) as an audit
   trail, ``allocations``, ``progress`` and the closed loop's ``measurements`` (observed vs
   predicted iteration times) from which the runtime model is refitted after a restart;
-* ``meta``: free key/value settings, including ``schema_version``.
+* ``meta``: free key/value settings, including ``schema_version``;
+* ``quarantine``: job rows that no longer loaded at a restart (a spec this release refuses,
+  damaged JSON), moved aside whole with the reason, so that one bad row cannot stop the
+  controller from starting and nothing is silently dropped.
 
 Structured values are stored as JSON text; callers pass and receive plain dicts and lists
 (tuples come back as lists). All methods are thread-safe: one connection guarded by a
@@ -58,6 +61,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     status       TEXT,
     submitted_at REAL NOT NULL,
     updated_at   REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS quarantine (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id         TEXT NOT NULL,
+    spec           TEXT,
+    state          TEXT,
+    run            TEXT,
+    reason         TEXT NOT NULL,
+    quarantined_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS runs (
     job_id     TEXT PRIMARY KEY,
@@ -336,16 +348,49 @@ class Store:
             raise KeyError(f"unknown job {job_id!r}")
 
     def jobs(self) -> list[dict[str, Any]]:
-        return [
-            {
+        """Every job row in submission order; a row whose JSON does not parse comes back
+        with ``spec`` None and the reason in ``error`` (see :meth:`quarantine_job`)."""
+        out = []
+        for r in self._read("SELECT * FROM jobs ORDER BY seq"):
+            row: dict[str, Any] = {
                 "job_id": r["job_id"],
-                "spec": _load(r["spec"]),
-                "state": _load(r["state"]),
                 "status": r["status"],
                 "submitted_at": r["submitted_at"],
                 "seq": r["seq"],
             }
-            for r in self._read("SELECT * FROM jobs ORDER BY seq")
+            try:
+                row["spec"], row["state"] = _load(r["spec"]), _load(r["state"])
+            except (ValueError, RecursionError) as err:
+                row["spec"], row["state"] = None, None
+                row["error"] = f"unreadable JSON: {str(err)[:200]}"
+            out.append(row)
+        return out
+
+    def quarantine_job(self, job_id: str, reason: str) -> None:
+        """Move a job's row (and its run) into ``quarantine`` with ``reason``."""
+        with self.transaction():
+            rows = self._read("SELECT spec, state FROM jobs WHERE job_id = ?", (job_id,))
+            runs = self._read("SELECT run FROM runs WHERE job_id = ?", (job_id,))
+            self._write(
+                "INSERT INTO quarantine (job_id, spec, state, run, reason, quarantined_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    rows[0]["spec"] if rows else None,
+                    rows[0]["state"] if rows else None,
+                    runs[0]["run"] if runs else None,
+                    reason,
+                    time.time(),
+                ),
+            )
+            self._write("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+            self._write("DELETE FROM runs WHERE job_id = ?", (job_id,))
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        """The quarantined rows, oldest first (``spec``/``state``/``run`` as stored text)."""
+        return [
+            {k: r[k] for k in ("job_id", "spec", "state", "run", "reason", "quarantined_at")}
+            for r in self._read("SELECT * FROM quarantine ORDER BY id")
         ]
 
     # -- per-slot history ----------------------------------------------------------------
@@ -468,8 +513,13 @@ class Store:
         """Forget the job's run (a no-op when none is stored)."""
         self._write("DELETE FROM runs WHERE job_id = ?", (job_id,))
 
-    def runs(self) -> dict[str, dict[str, Any]]:
-        """Every stored run by job id, in the order each was first saved."""
-        return {
-            r["job_id"]: _load(r["run"]) for r in self._read("SELECT * FROM runs ORDER BY rowid")
-        }
+    def runs(self) -> dict[str, Any]:
+        """Every stored run by job id, in the order each was first saved; a run whose JSON
+        does not parse reads as None."""
+        out: dict[str, Any] = {}
+        for r in self._read("SELECT * FROM runs ORDER BY rowid"):
+            try:
+                out[r["job_id"]] = _load(r["run"])
+            except (ValueError, RecursionError):
+                out[r["job_id"]] = None
+        return out

@@ -6,9 +6,26 @@ fix a job file or a trace row without reading code. Loaders prefix the location 
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
-__all__ = ["MlschedError", "PolicyError", "SpecError"]
+__all__ = ["MAX_MESSAGE", "MlschedError", "PolicyError", "SpecError", "shorten"]
+
+#: Longest error message: a hostile value (a megabyte id, an expanded YAML bomb) must not
+#: make the message itself the problem.
+MAX_MESSAGE = 600
+
+# reprlib stops walking a container after a few items, so the cost of showing a value is
+# bounded whatever its size (repr() of a shared-reference YAML bomb is not).
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, marked when cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
 
 
 class MlschedError(Exception):
@@ -27,11 +44,10 @@ class SpecError(MlschedError, ValueError):
         self.value = value
         self.expected = expected
         self.where = where
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        prefix = f"{where}: " if where else ""
-        super().__init__(f"{prefix}field '{field}': got {shown}, expected {expected}")
+        shown = shorten(_REPR.repr(value), 80)
+        prefix = f"{shorten(where, 160)}: " if where else ""
+        text = f"{prefix}field '{shorten(str(field), 160)}': got {shown}, expected {expected}"
+        super().__init__(shorten(text, MAX_MESSAGE))
 
     def at(self, where: str, *, field_prefix: str = "") -> SpecError:
         """The same error located in ``where`` (a file or row) under ``field_prefix``."""

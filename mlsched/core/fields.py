@@ -7,9 +7,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from mlsched.core.errors import SpecError
+from mlsched.core.limits import MAX_STRING_LEN, Bound
 
 __all__ = [
+    "bounded",
     "check_keys",
+    "check_number",
+    "opt_bounded",
     "opt_float",
     "opt_int",
     "req_float",
@@ -56,8 +60,10 @@ def req_str(
     value = raw.get(key, default)
     if value is _MISSING:
         raise SpecError(_path(field, key), None, "a required string")
-    if not isinstance(value, str) or not value:
-        raise SpecError(_path(field, key), value, "a non-empty string")
+    if not isinstance(value, str) or not value or len(value) > MAX_STRING_LEN:
+        raise SpecError(
+            _path(field, key), value, f"a non-empty string of at most {MAX_STRING_LEN} characters"
+        )
     if choices is not None:
         options = list(choices)
         if value not in options:
@@ -66,15 +72,52 @@ def req_str(
 
 
 def _number(value: Any, path: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    """A finite int or float; strings ("16") and booleans are refused, never converted:
+    a file that quotes a number has a mistake in it worth reporting."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(path, value, what)
     try:
         number = float(value)
-    except ValueError:
+    except OverflowError:  # an int beyond float range
         raise SpecError(path, value, what) from None
     if not math.isfinite(number):
         raise SpecError(path, value, what)
     return number
+
+
+def check_number(value: Any, path: str, bound: Bound) -> float | int:
+    """``value`` if it is a number of the right kind within ``bound``, else a SpecError."""
+    what = bound.describe()
+    number = _number(value, path, what)
+    if bound.integer:
+        if isinstance(value, float) and not number.is_integer():
+            raise SpecError(path, value, what)
+        if not bound.holds(number):
+            raise SpecError(path, value, what)
+        return int(value)
+    if not bound.holds(number):
+        raise SpecError(path, value, what)
+    return number
+
+
+def bounded(
+    raw: Mapping[str, Any], key: str, field: str, bound: Bound, *, default: Any = _MISSING
+) -> Any:
+    """A number under ``key`` within ``bound`` (``default`` when absent)."""
+    value = raw.get(key, default)
+    path = _path(field, key)
+    if value is _MISSING:
+        raise SpecError(path, None, f"a required {bound.describe().removeprefix('a ')}")
+    if value is default and key not in raw:
+        return default
+    return check_number(value, path, bound)
+
+
+def opt_bounded(raw: Mapping[str, Any], key: str, field: str, bound: Bound) -> Any:
+    """Like :func:`bounded`, None when absent or null."""
+    if raw.get(key) is None:
+        return None
+    return check_number(raw[key], _path(field, key), bound)
 
 
 def req_float(

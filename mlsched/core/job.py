@@ -19,13 +19,19 @@ from typing import Any
 
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import (
+    bounded,
     check_keys,
-    opt_float,
-    opt_int,
-    req_float,
-    req_int,
+    check_number,
+    opt_bounded,
     req_mapping,
     req_str,
+)
+from mlsched.core.ids import check_id, check_text
+from mlsched.core.limits import (
+    JOB_LIMITS,
+    MAX_PATH_LEN,
+    MAX_TOTAL_WORK,
+    TRAINING_LIMITS,
 )
 from mlsched.core.resources import ResourceVector
 from mlsched.core.utility import Utility
@@ -95,6 +101,15 @@ TRAINING_KEYS = (
     "overlap",
     "threads",
     "checkpoint_keep",
+    "checkpoint_every_s",
+    "checkpoint_every_steps",
+)
+
+
+# Numeric fields that may be null (None); the rest always hold a number.
+_OPTIONAL = frozenset(
+    {"global_batch", "max_workers", "requested_workers", "requested_ps", "ps_ratio"}
+    | {"valuation", "budget_worker_slots"}
 )
 
 
@@ -143,8 +158,7 @@ class JobSpec:
         def bad(name: str, expected: str) -> SpecError:
             return SpecError(name, getattr(self, name), expected)
 
-        if not isinstance(self.job_id, str) or not self.job_id:
-            raise bad("job_id", "a non-empty string")
+        check_id(self.job_id, "job_id")
         for enum_cls, name in ((Arch, "arch"), (SyncMode, "sync")):
             value = getattr(self, name)
             if not isinstance(value, enum_cls):
@@ -157,54 +171,44 @@ class JobSpec:
             object.__setattr__(self, "sync", SyncMode.SYNC)
         if not isinstance(self.utility, Utility):
             raise bad("utility", "a Utility")
-        for name in ("arrival_slot",):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise bad(name, "an integer >= 0")
-        for name in ("epochs", "chunks", "batches_per_chunk", "batch_size", "min_workers"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise bad(name, "an integer >= 1")
-        for name in ("global_batch", "max_workers", "requested_workers", "requested_ps"):
+        for name, bound in JOB_LIMITS.items():
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise bad(name, "an integer >= 1 or null")
+            if value is not None or name not in _OPTIONAL:
+                object.__setattr__(self, name, check_number(value, name, bound))
         if self.max_workers is None:
-            object.__setattr__(self, "max_workers", self.chunks)
+            object.__setattr__(
+                self, "max_workers", min(self.chunks, JOB_LIMITS["max_workers"].high)
+            )
         if self.min_workers > self.worker_cap:
             raise bad("min_workers", f"at most max_workers ({self.worker_cap})")
         if self.requested_workers is not None and self.requested_workers > self.worker_cap:
             raise bad("requested_workers", f"at most max_workers ({self.worker_cap})")
-        for name in ("compute_s", "gradient_mb", "weight", "update_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise bad(name, "a finite number >= 0")
-        if self.compute_s <= 0:
-            raise bad("compute_s", "a number > 0 (seconds per mini-batch on one worker)")
-        for name in ("ps_ratio", "valuation", "budget_worker_slots"):
-            value = getattr(self, name)
-            if value is not None and (not math.isfinite(value) or value <= 0):
-                raise bad(name, "a number > 0 or null")
+        if self.total_work > MAX_TOTAL_WORK:
+            raise bad(
+                "batches_per_chunk",
+                f"epochs * chunks * batches_per_chunk <= {MAX_TOTAL_WORK:g} "
+                f"(here {self.total_work:g})",
+            )
+        if self.gpu_type is not None:
+            check_text(self.gpu_type, "gpu_type", max_len=64)
         for name in ("worker", "ps"):
             value = getattr(self, name)
             if not isinstance(value, ResourceVector):
                 object.__setattr__(self, name, ResourceVector.parse(value, field=name))
         for name in ("worker_types", "ps_types"):
             types = {
-                str(k): ResourceVector.parse(v, field=f"{name}.{k}")
+                check_id(k, f"{name}", max_len=64): ResourceVector.parse(v, field=f"{name}.{k}")
                 for k, v in dict(getattr(self, name)).items()
             }
             object.__setattr__(self, name, types)
-        by_type = dict(self.compute_s_by_type)
-        for k, v in by_type.items():
-            if not math.isfinite(v) or v <= 0:
-                raise SpecError(f"compute_s_by_type.{k}", v, "a number > 0")
+        by_type = {
+            check_id(k, "compute_s_by_type", max_len=64): check_number(
+                v, f"compute_s_by_type.{k}", JOB_LIMITS["compute_s"]
+            )
+            for k, v in dict(self.compute_s_by_type).items()
+        }
         object.__setattr__(self, "compute_s_by_type", by_type)
-        training = dict(self.training)
-        for key in training:
-            if key not in TRAINING_KEYS:
-                raise SpecError(
-                    f"training.{key}", training[key], f"one of {', '.join(TRAINING_KEYS)}"
-                )
-        object.__setattr__(self, "training", training)
+        object.__setattr__(self, "training", check_training(self.training))
         if self.arch is Arch.PS and self.worker_bw_gbps > 0 and self.ps_bw_gbps == 0:
             raise SpecError("ps.bw_gbps", 0, "a PS bandwidth > 0 when workers reserve bandwidth")
 
@@ -318,7 +322,6 @@ class JobSpec:
                 if "utility" in data
                 else Utility.constant(1.0)
             ),
-            "arrival_slot": req_int(data, "arrival_slot", f, minimum=0, default=0),
             "model": req_str(data, "model", f, default="resnet20"),
             "arch": req_str(data, "arch", f, choices=[a.value for a in Arch], default="ps"),
             "sync": req_str(
@@ -328,28 +331,13 @@ class JobSpec:
                 choices=[s.value for s in SyncMode],
                 default="async" if data.get("arch", "ps") == "ps" else "sync",
             ),
-            "epochs": req_int(data, "epochs", f, minimum=1, default=1),
-            "chunks": req_int(data, "chunks", f, minimum=1, default=1),
-            "batches_per_chunk": req_int(data, "batches_per_chunk", f, minimum=1, default=1),
-            "batch_size": req_int(data, "batch_size", f, minimum=1, default=32),
-            "global_batch": opt_int(data, "global_batch", f, minimum=1),
-            "max_workers": opt_int(data, "max_workers", f, minimum=1),
-            "min_workers": req_int(data, "min_workers", f, minimum=1, default=1),
-            "ps_ratio": opt_float(data, "ps_ratio", f, minimum=0, exclusive_min=True),
-            "requested_workers": opt_int(data, "requested_workers", f, minimum=1),
-            "requested_ps": opt_int(data, "requested_ps", f, minimum=1),
             "gpu_type": data.get("gpu_type"),
-            "compute_s": req_float(
-                data, "compute_s", f, minimum=0, exclusive_min=True, default=0.1
-            ),
-            "update_s": req_float(data, "update_s", f, minimum=0, default=0.0),
-            "gradient_mb": req_float(data, "gradient_mb", f, minimum=0, default=10.0),
-            "weight": req_float(data, "weight", f, minimum=0, default=1.0),
-            "valuation": opt_float(data, "valuation", f, minimum=0, exclusive_min=True),
-            "budget_worker_slots": opt_float(
-                data, "budget_worker_slots", f, minimum=0, exclusive_min=True
-            ),
         }
+        for key, bound in JOB_LIMITS.items():
+            if key in _OPTIONAL:
+                kwargs[key] = opt_bounded(data, key, f, bound)
+            elif key in data:
+                kwargs[key] = bounded(data, key, f, bound)
         for key in ("worker", "ps"):
             vec = opt_res(key)
             if vec is not None:
@@ -364,15 +352,13 @@ class JobSpec:
         if data.get("compute_s_by_type") is not None:
             by_type = req_mapping(data["compute_s_by_type"], _join(f, "compute_s_by_type"))
             kwargs["compute_s_by_type"] = {
-                str(k): req_float(
-                    by_type, k, _join(f, "compute_s_by_type"), minimum=0, exclusive_min=True
+                check_id(k, _join(f, "compute_s_by_type"), max_len=64): bounded(
+                    by_type, k, _join(f, "compute_s_by_type"), JOB_LIMITS["compute_s"]
                 )
                 for k in by_type
             }
         if data.get("training") is not None:
             kwargs["training"] = dict(req_mapping(data["training"], _join(f, "training")))
-        if kwargs["gpu_type"] is not None and not isinstance(kwargs["gpu_type"], str):
-            raise SpecError(_join(f, "gpu_type"), kwargs["gpu_type"], "a GPU type name or null")
         try:
             return cls(**kwargs)
         except SpecError as err:
@@ -399,6 +385,26 @@ class JobSpec:
                 continue
             out[name] = value
         return out
+
+
+def check_training(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's ``training:`` settings: known keys, strict types, finite bounds. What a
+    trainer makes of them (a dataset that exists, a model's input size) is checked at the
+    testbed's intake."""
+    training = dict(raw)
+    for key, value in training.items():
+        if key not in TRAINING_KEYS:
+            raise SpecError(f"training.{key}", value, f"one of {', '.join(TRAINING_KEYS)}")
+        if key in TRAINING_LIMITS:
+            training[key] = check_number(value, f"training.{key}", TRAINING_LIMITS[key])
+        elif key == "overlap":
+            if not isinstance(value, bool):
+                raise SpecError("training.overlap", value, "true or false")
+        elif key == "data_path":
+            check_text(value, "training.data_path", max_len=MAX_PATH_LEN)
+        else:
+            check_text(value, f"training.{key}", max_len=64)
+    return training
 
 
 def _join(prefix: str, key: str) -> str:

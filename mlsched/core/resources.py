@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from mlsched.core.errors import SpecError
+from mlsched.core.fields import check_number
+from mlsched.core.limits import MAX_RESOURCE, Bound
 
 __all__ = ["STANDARD_RESOURCES", "ResourceVector"]
 
@@ -121,4 +123,10 @@ class ResourceVector(Mapping[str, float]):
             return raw
         if not isinstance(raw, Mapping):
             raise SpecError(field, raw, "a mapping of resource name to amount")
+        bound = Bound(0.0, MAX_RESOURCE)
+        for name, value in raw.items():
+            if isinstance(name, str) and _NAME.match(name) and len(name) <= 64:
+                check_number(value, f"{field}.{name}", bound)
+            else:
+                raise SpecError(field, name, "a lowercase identifier such as gpu, cpu, mem_gb")
         return cls(raw, field=field)

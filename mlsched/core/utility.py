@@ -25,6 +25,7 @@ import numpy as np
 
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_keys, req_float, req_mapping, req_str
+from mlsched.core.limits import MAX_UTILITY_PARAM
 
 __all__ = ["Utility", "UtilityKind"]
 
@@ -80,7 +81,7 @@ class Utility:
         check_keys(raw, names, "utility")
         clean: dict[str, float] = {}
         for name in names:
-            clean[name] = req_float(raw, name, "utility", minimum=0.0)
+            clean[name] = req_float(raw, name, "utility", minimum=0.0, maximum=MAX_UTILITY_PARAM)
         if self.kind in (UtilityKind.LINEAR, UtilityKind.STEP) and clean["deadline"] <= 0:
             raise SpecError("utility.deadline", clean["deadline"], "a number > 0")
         object.__setattr__(self, "params", clean)

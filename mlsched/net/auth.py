@@ -1,17 +1,32 @@
-"""Shared-token authentication and TLS for every mlsched gRPC endpoint.
+"""Token authentication with two roles, and TLS, for every mlsched gRPC endpoint.
 
-Clients (agents, ``mlsched submit/status/cancel``) send ``authorization: Bearer <token>``
-metadata on every call; the controller's interceptor rejects a call without the right token
-with ``UNAUTHENTICATED`` before any handler runs. The standard health service is exempt, so
-load balancers and probes need no token. TLS is used when certificates are configured;
-with a CA on the server side, clients must present a certificate signed by it (mutual TLS).
+Clients send ``authorization: Bearer <token>`` metadata on every call, and the controller's
+interceptor rejects a call without a valid credential for the method's role with
+``UNAUTHENTICATED`` before any handler runs:
+
+* **users** (``mlsched submit/status/cancel``: the JobService) present the user token;
+* **agents** (the AgentService) present an agent credential ``agent:<agent id>:<mac>``,
+  an HMAC-SHA256 of the id under the controller's agent secret (``mlsched agent-token``
+  derives it). The credential is bound to its id: the handlers refuse a Register or
+  Heartbeat that names another agent (PERMISSION_DENIED), and a user token is no agent
+  credential. Without an agent secret (a one-machine setup on loopback) the user token
+  serves both roles.
+
+The standard health service is exempt, so load balancers and probes need no token. TLS is
+used when certificates are configured; with a CA on the server side, clients must present
+a certificate signed by it (mutual TLS). Token and secret files readable by group or others
+are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
+import logging
+import os
 import socket
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,15 +38,44 @@ from mlsched.core.errors import SpecError
 __all__ = [
     "ClientAuth",
     "TokenInterceptor",
+    "agent_of",
+    "agent_token",
     "check_listen",
     "client_channel",
     "is_loopback",
+    "read_secret_file",
     "read_token",
     "server_credentials",
 ]
 
+log = logging.getLogger(__name__)
+
 HEADER = "authorization"
 _EXEMPT = ("/grpc.health.v1.Health/",)
+_AGENT_METHODS = "/mlsched.v1.AgentService/"
+_USER_METHODS = "/mlsched.v1.JobService/"
+_AGENT_PREFIX = "agent:"
+
+
+def read_secret_file(path: str, field: str) -> str:
+    """The first line of ``path``, refused when group or others may read the file."""
+    try:
+        mode = os.stat(path).st_mode
+        text = Path(path).read_text(encoding="utf-8", errors="strict").strip().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or "not UTF-8 text"
+        raise SpecError(field, path, f"a readable file ({why})") from None
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        raise SpecError(
+            field, path, f"a file only its owner can read (chmod 600 {path}: it holds a secret)"
+        )
+    if not text or not text[0].strip():
+        raise SpecError(
+            field,
+            path,
+            f"a file whose first line is the {'token' if 'token' in field else 'secret'}",
+        )
+    return text[0].strip()
 
 
 def read_token(token: str | None, token_file: str | None) -> str | None:
@@ -39,13 +83,7 @@ def read_token(token: str | None, token_file: str | None) -> str | None:
     if token and token_file:
         raise SpecError("token", "both --token and --token-file", "one of them")
     if token_file:
-        try:
-            text = Path(token_file).read_text().strip().splitlines()
-        except OSError as err:
-            raise SpecError("token_file", token_file, f"a readable file ({err.strerror})") from err
-        if not text or not text[0].strip():
-            raise SpecError("token_file", token_file, "a file whose first line is the token")
-        return text[0].strip()
+        return read_secret_file(token_file, "token_file")
     if token is not None and not token.strip():
         raise SpecError("token", token, "a non-empty string")
     return token.strip() if token else None
@@ -67,35 +105,97 @@ def is_loopback(host: str) -> bool:
             return False
 
 
-def check_listen(address: str, token: str | None) -> None:
-    """Refuse an unauthenticated endpoint reachable from other machines."""
+def check_listen(
+    address: str, token: str | None, agent_secret: str | None = None, *, tls: bool = False
+) -> None:
+    """Refuse an endpoint reachable from other machines without both roles' credentials
+    (a user token and an agent secret); warn when it would carry them in plaintext."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise SpecError("listen", address, "HOST:PORT (port 0 picks a free one)")
-    if token is None and not is_loopback(host):
+    if is_loopback(host):
+        return
+    where = host or "all interfaces"
+    if token is None:
         raise SpecError(
             "listen",
             address,
             "a loopback address (127.0.0.1, localhost, [::1]) unless a token is set: "
             "pass --token or --token-file (and --tls-cert/--tls-key for TLS) to listen on "
-            f"{host or 'all interfaces'}",
+            f"{where}",
+        )
+    if agent_secret is None:
+        raise SpecError(
+            "listen",
+            address,
+            "a loopback address unless agents have credentials of their own: pass "
+            f"--agent-secret-file (see mlsched agent-token) to listen on {where}",
+        )
+    if not tls:
+        log.warning(
+            "[auth] listening on %s without TLS: tokens cross the network in plaintext "
+            "(pass --tls-cert/--tls-key)",
+            where,
         )
 
 
-class TokenInterceptor(grpc.ServerInterceptor):
-    """Rejects calls without ``authorization: Bearer <token>`` (health checks exempt)."""
+def agent_token(secret: str, agent_id: str) -> str:
+    """The credential of agent ``agent_id`` under the controller's agent ``secret``."""
+    mac = hmac.new(secret.encode(), f"mlsched-agent:{agent_id}".encode(), hashlib.sha256)
+    return f"{_AGENT_PREFIX}{agent_id}:{mac.hexdigest()}"
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+
+def _bearer(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == HEADER:
+            text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+            return text.removeprefix("Bearer ") if text.startswith("Bearer ") else None
+    return None
+
+
+def agent_of(context: grpc.ServicerContext) -> str | None:
+    """The agent id a call's credential is bound to (None: a shared token, or none). The
+    interceptor has checked the credential before any handler calls this."""
+    token = _bearer(context.invocation_metadata())
+    if token is None or not token.startswith(_AGENT_PREFIX):
+        return None
+    return token[len(_AGENT_PREFIX) :].rpartition(":")[0] or None
+
+
+class TokenInterceptor(grpc.ServerInterceptor):
+    """Rejects calls without a valid credential for the method's role (health exempt).
+
+    ``token`` is the user token; with ``agent_secret`` the AgentService takes only agent
+    credentials derived from it, otherwise the user token serves agents too.
+    """
+
+    def __init__(self, token: str, agent_secret: str | None = None) -> None:
+        self._user = token.encode()
+        self._secret = agent_secret
 
         def deny(requests: Any, context: grpc.ServicerContext) -> Any:
             context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "missing or wrong token: pass --token or --token-file with the controller's",
+                "missing or wrong token: pass --token or --token-file with the controller's "
+                "(agents: their own credential from mlsched agent-token)",
             )
 
         # Stream-stream: aborts before reading a request, whatever the method's shape.
         self._deny = grpc.stream_stream_rpc_method_handler(deny)
+
+    def _is_user(self, token: bytes) -> bool:
+        return hmac.compare_digest(token, self._user)
+
+    def _is_agent(self, token: bytes) -> bool:
+        if self._secret is None:
+            return self._is_user(token)
+        text = token.decode(errors="replace")
+        if not text.startswith(_AGENT_PREFIX):
+            return False
+        agent_id = text[len(_AGENT_PREFIX) :].rpartition(":")[0]
+        return bool(agent_id) and hmac.compare_digest(
+            token, agent_token(self._secret, agent_id).encode()
+        )
 
     def intercept_service(
         self,
@@ -105,12 +205,17 @@ class TokenInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method or ""
         if method.startswith(_EXEMPT):
             return continuation(handler_call_details)
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == HEADER:
-                got = value.encode() if isinstance(value, str) else value
-                if hmac.compare_digest(got, self._expected):
-                    return continuation(handler_call_details)
-        return self._deny
+        bearer = _bearer(handler_call_details.invocation_metadata)
+        if bearer is None:
+            return self._deny
+        token = bearer.encode()
+        if method.startswith(_AGENT_METHODS):
+            ok = self._is_agent(token)
+        elif method.startswith(_USER_METHODS):
+            ok = self._is_user(token)
+        else:  # unknown methods: any valid credential learns that they do not exist
+            ok = self._is_user(token) or self._is_agent(token)
+        return continuation(handler_call_details) if ok else self._deny
 
 
 def _read(path: str | None, name: str) -> bytes | None:

@@ -3,7 +3,8 @@
 A checkpoint is a directory ``<root>/step-<N>/`` holding ``state.pt``: the full model
 state (parameters and buffers by name), the SGD momentum by parameter name, the global step
 (which is also the data position: batches are indexed by step), the RNG state and the
-layout that wrote it. Because it is keyed by parameter *name*, not by shard or rank, a run
+layout that wrote it: tensors and plain types only, read back with ``weights_only=True`` so
+that loading a checkpoint never executes code from it. Because it is keyed by parameter *name*, not by shard or rank, a run
 may resume with a different number of workers, PSs or ranks.
 
 Writes go to a temporary directory that is renamed into place, then ``latest`` is replaced
@@ -15,15 +16,18 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["CheckpointError", "TrainState", "latest_step", "load_latest", "save"]
+__all__ = ["CheckpointError", "Periodic", "TrainState", "latest_step", "load_latest", "save"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,31 @@ class TrainState:
     momentum: dict[str, torch.Tensor] = field(default_factory=dict)
     rng: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Periodic:
+    """When the process that writes a job's checkpoints writes its next periodic one: every
+    ``every_s`` seconds or ``every_steps`` steps since the last (0 turns either off)."""
+
+    def __init__(
+        self,
+        every_s: float,
+        every_steps: int,
+        start_step: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.every_s, self.every_steps, self.clock = every_s, every_steps, clock
+        self.last_step, self.last_t = start_step, clock()
+
+    def due(self, step: int) -> bool:
+        if step <= self.last_step:
+            return False
+        by_steps = self.every_steps > 0 and step - self.last_step >= self.every_steps
+        by_time = self.every_s > 0 and self.clock() - self.last_t >= self.every_s
+        return by_steps or by_time
+
+    def done(self, step: int) -> None:
+        self.last_step, self.last_t = step, self.clock()
 
 
 def _step_dir(root: Path, step: int) -> Path:
@@ -99,11 +128,13 @@ def latest_step(root: str | os.PathLike[str]) -> int | None:
     pointer = Path(root) / _LATEST
     if not pointer.exists():
         return None
-    name = pointer.read_text().strip()
     try:
-        return int(name.removeprefix("step-"))
-    except ValueError:
-        raise CheckpointError(f"{pointer}: unexpected content {name!r}") from None
+        name = pointer.read_text(encoding="ascii", errors="replace")[:64].strip()
+    except OSError as err:
+        raise CheckpointError(f"{pointer}: unreadable ({err.strerror})") from None
+    if not re.fullmatch(r"step-[0-9]{1,18}", name):
+        raise CheckpointError(f"{pointer}: unexpected content {name!r}")
+    return int(name.removeprefix("step-"))
 
 
 def load_latest(root: str | os.PathLike[str]) -> TrainState | None:
@@ -113,7 +144,9 @@ def load_latest(root: str | os.PathLike[str]) -> TrainState | None:
         return None
     path = _step_dir(Path(root), step) / "state.pt"
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=False)
+        # weights_only: a checkpoint holds tensors and plain types only, and loading one
+        # must never run code (a pickle can; a job's directory is not trusted).
+        raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # OSError, EOFError, RuntimeError (torn zip), UnpicklingError
         raise CheckpointError(f"cannot read checkpoint {path}: {err}") from err
     try:

@@ -39,6 +39,15 @@ def add_train_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="communication timeout (s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overlap", action="store_true", help="DDP: overlap all-reduce (unmeasured)")
+    p.add_argument(
+        "--checkpoint-every-s",
+        type=float,
+        default=60.0,
+        help="periodic checkpoint every S seconds (0: only at the stop)",
+    )
+    p.add_argument(
+        "--checkpoint-every-steps", type=int, default=0, help="periodic checkpoint every N steps"
+    )
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
@@ -64,6 +73,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         timeout_s=args.timeout,
         seed=args.seed,
         overlap=args.overlap,
+        checkpoint_every_s=args.checkpoint_every_s,
+        checkpoint_every_steps=args.checkpoint_every_steps,
         job_id="train",
     )
 

@@ -11,13 +11,18 @@ global rank ``k`` and worker ``w`` is global rank ``num_ps + w``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
 from mlsched.core.errors import SpecError
+from mlsched.core.fields import check_number
+from mlsched.core.ids import check_id, check_text
+from mlsched.core.limits import MAX_PATH_LEN, TRAINING_LIMITS, Bound
 
 __all__ = ["Backend", "Role", "TrainConfig"]
+
+_ANY_FINITE = Bound(-1e300, 1e300)
 
 
 class Role(str, Enum):
@@ -61,6 +66,10 @@ class TrainConfig:
     threads: int = 1
     timeout_s: float = 60.0  # collective / point-to-point timeout
     checkpoint_keep: int = 2
+    # Periodic checkpoints between the ones at a stop: whichever comes first (0: never). A
+    # lost machine or a killed process loses at most this much work.
+    checkpoint_every_s: float = 60.0
+    checkpoint_every_steps: int = 0
     log_every: int = 0  # 0: no progress lines on stderr
     job_id: str = "job"
     overlap: bool = False  # DDP: let all-reduce overlap backward (comm time not measured)
@@ -69,6 +78,8 @@ class TrainConfig:
         def need(ok: bool, name: str, expected: str) -> None:
             if not ok:
                 raise SpecError(name, getattr(self, name), expected)
+
+        _check_types(self)
 
         need(bool(self.model), "model", "a model name (see mlsched.trainers.models)")
         need(self.arch in ("ps", "allreduce"), "arch", "one of ps, allreduce")
@@ -139,3 +150,31 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
+
+
+def _check_types(cfg: TrainConfig) -> None:
+    """Strict types for every field (no "16" for 16, no True for 1) and the shared numeric
+    bounds for those a job may set: a config built from a user's mapping is checked as
+    thoroughly as one built from command-line flags."""
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        kind = str(f.type)
+        if f.name in TRAINING_LIMITS:
+            object.__setattr__(cfg, f.name, check_number(value, f.name, TRAINING_LIMITS[f.name]))
+        elif kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SpecError(f.name, value, "an integer")
+        elif kind == "float":
+            check_number(value, f.name, _ANY_FINITE)
+            object.__setattr__(cfg, f.name, float(value))
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise SpecError(f.name, value, "true or false")
+        elif kind in ("str", "str | None") and value is not None:
+            if not isinstance(value, str):
+                raise SpecError(f.name, value, "a string")
+            if len(value) > MAX_PATH_LEN or "\x00" in value:
+                raise SpecError(f.name, value, f"text of at most {MAX_PATH_LEN} characters")
+    check_id(cfg.job_id, "job_id")
+    if cfg.data_path is not None:
+        check_text(cfg.data_path, "data_path", max_len=MAX_PATH_LEN)

@@ -19,6 +19,7 @@ from mlsched.trainers.checkpoint import latest_step
 from mlsched.trainers.common import StopFlag, build_trainee, seed_all, timeout
 from mlsched.trainers.config import Backend, Role, TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
+from mlsched.trainers.rendezvous import rendezvous_store
 from mlsched.trainers.telemetry import TelemetrySampler
 
 __all__ = ["param_checksum", "run"]
@@ -35,12 +36,15 @@ def _init_process_group(cfg: TrainConfig) -> None:
     backend = "gloo"
     if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
         backend = "nccl"
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://{host}:{port}",
-        rank=cfg.global_rank,
+    store = rendezvous_store(
+        host,
+        port,
         world_size=cfg.world_size,
+        is_master=cfg.global_rank == 0,
         timeout=timeout(cfg),
+    )
+    dist.init_process_group(
+        backend, store=store, rank=cfg.global_rank, world_size=cfg.world_size, timeout=timeout(cfg)
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -29,9 +30,11 @@ from typing import Any
 import yaml
 
 from mlsched.core.cluster import Cluster
+from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_keys, req_int, req_mapping
 from mlsched.core.job import JobSpec
+from mlsched.core.limits import MAX_DOCUMENT_BYTES
 from mlsched.testbed.workloads.base import Workload, check_runtime_families
 
 __all__ = [
@@ -46,33 +49,24 @@ log = logging.getLogger(__name__)
 
 _TOP_KEYS = ("name", "description", "horizon_slots", "slot_seconds", "runtime", "cluster", "jobs")
 _JOB_FIELDS = frozenset(f.name for f in fields(JobSpec))
+#: Workload files (a simulator's input, not a request) may be this many times larger than a
+#: submitted job document: paper-scale traces hold tens of thousands of jobs.
+WORKLOAD_SIZE_FACTOR = 64
 
 
 def _read_document(path: Path) -> Any:
-    """Parse a YAML or JSON file; syntax errors name the file (and line when known)."""
+    """Parse a YAML or JSON file within the document limits; errors name the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_DOCUMENT_BYTES * WORKLOAD_SIZE_FACTOR + 1)
     except OSError as err:
         raise SpecError(
             "file", str(path), f"a readable file ({err.strerror})", where=str(path)
         ) from None
-    try:
-        if path.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(
-            "document",
-            f"line {err.lineno} column {err.colno}",
-            f"valid JSON ({err.msg})",
-            where=str(path),
-        ) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "?"
-        raise SpecError(
-            "document", at, f"valid YAML ({getattr(err, 'problem', err)})", where=str(path)
-        ) from None
+    limit = MAX_DOCUMENT_BYTES * WORKLOAD_SIZE_FACTOR
+    return load_document(
+        data, where=str(path), json_only=path.suffix.lower() == ".json", limit=limit
+    )
 
 
 def load_cluster_file(path: str | Path) -> Cluster:
@@ -211,8 +205,36 @@ def _jobs_from_list(raw: Any, where: str) -> list[JobSpec]:
 
 
 # CSV ------------------------------------------------------------------------------------
+#: Columns whose cells are text; every other column holds numbers (or true/false).
+_TEXT_COLUMNS = frozenset(
+    {"job_id", "model", "arch", "sync", "gpu_type", "utility.kind"}
+    | {"training.dataset", "training.data_path"}
+)
+_INT = re.compile(r"[+-]?[0-9]+")
+_MAX_CELL = 4096
+
+
+def _cell(column: str, text: str) -> Any:
+    """A CSV cell as the typed value the job schema expects: text columns stay text, and
+    numbers are parsed here (a cell "16" is the number 16); what is neither a number nor
+    true/false in a numeric column is refused naming the column."""
+    if len(text) > _MAX_CELL:
+        raise SpecError(column, text, f"a cell of at most {_MAX_CELL} characters")
+    if column in _TEXT_COLUMNS:
+        return text
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if _INT.fullmatch(text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise SpecError(column, text, "a number") from None
+
+
 def _nest(row: Mapping[str, str]) -> dict[str, Any]:
-    """Dotted columns -> nested mappings; empty cells are dropped."""
+    """Dotted columns -> nested, typed mappings; empty cells are dropped."""
     out: dict[str, Any] = {}
     for column, cell in row.items():
         if cell is None or cell.strip() == "":
@@ -228,7 +250,7 @@ def _nest(row: Mapping[str, str]) -> dict[str, Any]:
             node = nxt
         if isinstance(node.get(parts[-1]), dict):
             raise SpecError(column, cell, f"no value when columns {column}.* are given")
-        node[parts[-1]] = cell.strip()
+        node[parts[-1]] = _cell(column, cell.strip())
     return out
 
 
@@ -243,38 +265,55 @@ def load_trace_csv(path: str | Path) -> list[JobSpec]:
             "file", where, f"a readable CSV file ({err.strerror})", where=where
         ) from None
     with handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames
-        if not header:
-            raise SpecError("header", None, "a header row naming JobSpec fields", where=where)
-        for column in header:
-            head = (column or "").split(".")[0]
-            if head not in _JOB_FIELDS:
-                raise SpecError(
-                    f"column {column!r}",
-                    column,
-                    f"a JobSpec field: {', '.join(sorted(_JOB_FIELDS))}",
-                    where=where,
-                )
-        jobs: list[JobSpec] = []
-        seen: dict[str, int] = {}
-        for index, row in enumerate(reader, start=1):
-            loc = f"{where}: row {index} (line {reader.line_num})"
-            if None in row:
-                raise SpecError("row", row[None], f"at most {len(header)} cells", where=loc)
-            try:
-                job = JobSpec.from_dict(_nest(row))
-            except SpecError as err:
-                raise _located(err, loc) from None
-            if job.job_id in seen:
-                raise SpecError(
-                    "job_id",
-                    job.job_id,
-                    f"a job id used only once (also row {seen[job.job_id]})",
-                    where=loc,
-                )
-            seen[job.job_id] = index
-            jobs.append(job)
+        try:
+            return _read_rows(handle, where)
+        except UnicodeDecodeError as err:
+            raise SpecError(
+                "file", f"byte {err.start} of a block", "UTF-8 text", where=where
+            ) from None
+        except csv.Error as err:
+            raise SpecError("row", str(err)[:120], "well-formed CSV", where=where) from None
+
+
+def _read_rows(handle: Any, where: str) -> list[JobSpec]:
+    reader = csv.DictReader(handle)  # a cell a short row does not reach reads None
+    header = reader.fieldnames
+    if not header:
+        raise SpecError("header", None, "a header row naming JobSpec fields", where=where)
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise SpecError(f"column {duplicated[0]!r}", duplicated[0], "each column once", where=where)
+    for column in header:
+        head = (column or "").split(".")[0]
+        if head not in _JOB_FIELDS:
+            raise SpecError(
+                f"column {column!r}",
+                column,
+                f"a JobSpec field: {', '.join(sorted(_JOB_FIELDS))}",
+                where=where,
+            )
+    jobs: list[JobSpec] = []
+    seen: dict[str, int] = {}
+    for index, row in enumerate(reader, start=1):
+        loc = f"{where}: row {index} (line {reader.line_num})"
+        if None in row:
+            raise SpecError("row", row[None], f"at most {len(header)} cells", where=loc)
+        if any(v is None for v in row.values()):
+            cells = sum(1 for v in row.values() if v is not None)
+            raise SpecError("row", f"{cells} cells", f"{len(header)} cells", where=loc)
+        try:
+            job = JobSpec.from_dict(_nest(row))
+        except SpecError as err:
+            raise _located(err, loc) from None
+        if job.job_id in seen:
+            raise SpecError(
+                "job_id",
+                job.job_id,
+                f"a job id used only once (also row {seen[job.job_id]})",
+                where=loc,
+            )
+        seen[job.job_id] = index
+        jobs.append(job)
     if not jobs:
         log.warning("[workloads] trace %s holds no jobs", where)
     return jobs

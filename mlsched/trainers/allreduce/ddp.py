@@ -102,6 +102,7 @@ def run_ddp(
             step, max(0.0, total - timer.seconds), timer.seconds + vote.seconds, loss_value
         )
         step += 1
+        replica.after_step(step, model, opt, {"backend": "ddp"})
     replica.finish(vote, model, opt, step, {"backend": "ddp"})
     dist.barrier()
     return step

@@ -77,6 +77,7 @@ def run_horovod(
         t4 = time.perf_counter()
         replica.record(step, (t2 - t1) + (t4 - t3), (t3 - t2) + vote.seconds, loss_value)
         step += 1
+        replica.after_step(step, model, opt, {"backend": "horovod"})
     replica.finish(vote, model, opt, step, {"backend": "horovod"})
     hvd_mod.allreduce(torch.zeros(1), name="done")  # nobody exits before the checkpoint
     return step

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from mlsched.trainers.allreduce.vote import StopVote
+from mlsched.trainers.checkpoint import Periodic
 from mlsched.trainers.common import save_replica
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
@@ -36,6 +37,7 @@ class Replica:
     start: int
     cursor: int
     ring_bytes: float
+    periodic: Periodic
 
     @classmethod
     def of(
@@ -53,7 +55,8 @@ class Replica:
         grad_bytes = sum(p.numel() for p in model.parameters() if p.requires_grad) * 4
         ring = 2.0 * grad_bytes * (world - 1) / world
         sink.emit({"type": "event", "event": "start", "step": start, "world": world})
-        return cls(cfg, sink, stats, rank, world, start, cursor, ring)
+        periodic = Periodic(cfg.checkpoint_every_s, cfg.checkpoint_every_steps, start)
+        return cls(cfg, sink, stats, rank, world, start, cursor, ring, periodic)
 
     def batch_index(self, step: int) -> int:
         return self.cursor + (step - self.start) * self.world + self.rank
@@ -76,6 +79,29 @@ class Replica:
         if self.cfg.log_every and (step + 1) % self.cfg.log_every == 0:
             log.info("[rank %d] step %d loss %.4f", self.rank, step + 1, loss)
 
+    def after_step(
+        self, step: int, model: nn.Module, opt: torch.optim.Optimizer, layout: dict[str, Any]
+    ) -> None:
+        """Rank 0 writes a periodic checkpoint once one is due, ``step`` steps done: every
+        replica holds the same state, so no other rank takes part (they wait for rank 0 at
+        the next all-reduce, the cost of the checkpoint)."""
+        if self.rank == 0 and step < self.cfg.stop_step and self.periodic.due(step):
+            self._save(step, model, opt, layout)
+            self.periodic.done(step)
+
+    def _save(
+        self, step: int, model: nn.Module, opt: torch.optim.Optimizer, layout: dict[str, Any]
+    ) -> None:
+        save_replica(
+            self.cfg,
+            model,
+            opt,
+            self.sink,
+            step,
+            self.data_cursor(step),
+            {"world_size": self.world, **layout},
+        )
+
     def finish(
         self,
         vote: StopVote,
@@ -87,12 +113,4 @@ class Replica:
         """Complete the last stop vote; rank 0 checkpoints at ``step``."""
         vote.finish()
         if self.rank == 0:
-            save_replica(
-                self.cfg,
-                model,
-                opt,
-                self.sink,
-                step,
-                self.data_cursor(step),
-                {"world_size": self.world, **layout},
-            )
+            self._save(step, model, opt, layout)

@@ -4,6 +4,7 @@ from mlsched.trainers.models.registry import (
     ModelInfo,
     TinyMLP,
     build_model,
+    check_input,
     model_info,
     model_names,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "ModelInfo",
     "TinyMLP",
     "build_model",
+    "check_input",
     "model_info",
     "model_names",
 ]

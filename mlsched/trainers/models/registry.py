@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from mlsched.core.errors import SpecError
 from mlsched.trainers.models.resnet import cifar_resnet, resnet18, resnet50
 from mlsched.trainers.models.vgg import vgg
 
-__all__ = ["ModelInfo", "TinyMLP", "build_model", "model_info", "model_names"]
+__all__ = ["ModelInfo", "TinyMLP", "build_model", "check_input", "model_info", "model_names"]
 
 # (num_classes, image_size, in_channels) -> model
 Builder = Callable[[int, int, int], nn.Module]
@@ -157,3 +158,34 @@ def model_info(
         num_classes=num_classes,
         description=entry.description,
     )
+
+
+#: Largest model a job may ask for, in trainable parameters (VGG-16 at 224 px is 138 M): a
+#: bound on the memory each of its processes asks of a shared machine.
+MAX_PARAMS = 2_000_000_000
+
+
+def check_input(
+    name: str, image_size: int, num_classes: int, *, in_channels: int = 3, batch: int = 2
+) -> None:
+    """Raise :class:`SpecError` unless ``name`` takes ``image_size`` inputs: one forward pass
+    on the meta device (no memory, no compute), so a VGG fed 8-pixel images is refused at
+    intake rather than failing in every trainer it launches."""
+    _entry(name)
+    with torch.device("meta"):
+        model = _MODELS[name].builder(num_classes, image_size, in_channels)
+        params = sum(p.numel() for p in model.parameters())
+        if params > MAX_PARAMS:
+            raise SpecError(
+                "image_size",
+                image_size,
+                f"a size at which {name} has at most {MAX_PARAMS:g} parameters ({params:g})",
+            )
+        try:
+            out = model(torch.empty(batch, in_channels, image_size, image_size))
+        except (RuntimeError, ValueError) as err:
+            raise SpecError(
+                "image_size", image_size, f"an input size {name} accepts ({str(err)[:120]})"
+            ) from None
+    if tuple(out.shape) != (batch, num_classes):
+        raise SpecError("image_size", image_size, f"an input size {name} maps to class scores")

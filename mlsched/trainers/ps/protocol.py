@@ -3,8 +3,11 @@
 Every message is one flat fp32 tensor: a small header followed by a shard of gradients
 (worker -> PS) or parameters (PS -> worker). Fixed sizes let the receiver pre-allocate.
 
-Worker -> PS header: ``[kind, ticket, stop_request, loss]`` with kind PUSH or GOODBYE.
-PS -> worker header: ``[grant, ticket, stop_request, step]``: only PS 0's ``grant`` counts
+Worker -> PS header: ``[kind, ticket, stop_request, loss, checkpoint]`` with kind PUSH or
+GOODBYE; ``checkpoint`` (worker 0 only) asks every PS to send its shard's SGD momentum to
+worker 0 (tag ``TAG_CKPT``) right after its reply, so that worker 0, which then holds the
+updated parameters, its batch-norm buffers and the momentum, writes a periodic checkpoint.
+PS -> worker header: ``[grant, ticket, stop_request, step, 0]``: only PS 0's ``grant`` counts
 (async: the worker may compute the step ``ticket``; sync: continue with another round);
 any PS may set ``stop_request`` (it was asked to stop), which the worker passes on to PS 0
 with its next push.
@@ -20,15 +23,26 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["GOODBYE", "HEADER", "PUSH", "TAG_GATHER", "TAG_PROTOCOL", "make_message"]
+__all__ = [
+    "CKPT_FLAG",
+    "GOODBYE",
+    "HEADER",
+    "PUSH",
+    "TAG_CKPT",
+    "TAG_GATHER",
+    "TAG_PROTOCOL",
+    "make_message",
+]
 
-HEADER = 4
+HEADER = 5
+CKPT_FLAG = 4  # header index of a worker's checkpoint request
 PUSH = 1.0
 GOODBYE = 2.0
 
 # Tags keep the end-of-run gather apart from protocol traffic, whatever the arrival order.
 TAG_PROTOCOL = 1
 TAG_GATHER = 2
+TAG_CKPT = 3
 
 
 def make_message(size: int) -> torch.Tensor:

@@ -5,6 +5,8 @@ PS 0 also hands out tickets (global steps) until the stop step (see :mod:`.proto
 sync (specs 000/002): each round, wait for every worker's gradient, apply their mean, reply
 to all. Both end when every worker has said goodbye; then the shards, the momentum and
 worker 0's buffers (batch-norm statistics) are gathered on PS 0, which writes the checkpoint.
+Periodic checkpoints in between are worker 0's: on its request each PS sends it the shard's
+momentum right after the reply that carried the updated parameters.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from mlsched.trainers.common import StopFlag, Trainee, sgd, snapshot
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import MetricsSink
 from mlsched.trainers.ps.layout import FlatLayout
-from mlsched.trainers.ps.protocol import GOODBYE, HEADER, TAG_GATHER, TAG_PROTOCOL, make_message
+from mlsched.trainers.ps.protocol import (
+    CKPT_FLAG,
+    GOODBYE,
+    HEADER,
+    TAG_CKPT,
+    TAG_GATHER,
+    TAG_PROTOCOL,
+    make_message,
+)
 
 __all__ = ["run_ps"]
 
@@ -95,6 +105,7 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
     # any source returns as long as *one* worker pushes, so it alone would never notice a
     # lost worker: check the others' deadlines after every message.
     owed = dict.fromkeys(workers, time.monotonic())
+    momentum_out = _MomentumOut(k_ps)
 
     goodbyes = 0
     while goodbyes < n_w:
@@ -113,14 +124,18 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
             step += 1
             reply_header(*grant())
             dist.send(out, src, tag=TAG_PROTOCOL)
+            if src == k_ps and inbox[CKPT_FLAG] > 0:  # worker 0 checkpoints this state
+                momentum_out.send(shard.momentum())
             owed[src] = time.monotonic()
         else:
             total = torch.zeros(size)
             pushes = 0
+            checkpoint = False
             for w in workers:
                 dist.recv(inbox, src=w, tag=TAG_PROTOCOL)
                 if inbox[2] > 0:
                     stop.set(f"requested by worker rank {w}")
+                checkpoint = checkpoint or (w == k_ps and bool(inbox[CKPT_FLAG] > 0))
                 if inbox[0] == GOODBYE:
                     goodbyes += 1
                 else:
@@ -141,12 +156,38 @@ def run_ps(cfg: TrainConfig, trainee: Trainee, stop: StopFlag, sink: MetricsSink
             for h in handles:
                 if h is not None:
                     h.wait()
+            if checkpoint:  # worker 0 checkpoints the state after this round
+                momentum_out.send(shard.momentum())
         sink.emit({"type": "ps_update", "step": step, "update_time": update_s})
 
+    momentum_out.wait()
     cursor = _gather_and_save(cfg, trainee, layout, shard, step)
     event: dict[str, object] = {"type": "event", "event": "checkpoint" if head else "stop"}
     sink.emit({**event, "step": step, "data_cursor": cursor})
     return step
+
+
+class _MomentumOut:
+    """Sends a copy of the shard's momentum to worker 0 without waiting for it to be taken.
+
+    A blocking send could deadlock: worker 0 takes the momentum only after every PS's reply,
+    and another PS may be waiting on a worker that waits on this PS. The copy is sent
+    asynchronously; worker 0 has taken it before it can ask again, so each send completes
+    before the next one starts."""
+
+    def __init__(self, worker0: int) -> None:
+        self.worker0 = worker0
+        self.pending: tuple[torch.Tensor, dist.Work | None] | None = None
+
+    def send(self, momentum: torch.Tensor) -> None:
+        self.wait()
+        copy = momentum.detach().clone()
+        self.pending = (copy, dist.isend(copy, self.worker0, tag=TAG_CKPT))
+
+    def wait(self) -> None:
+        if self.pending is not None and self.pending[1] is not None:
+            self.pending[1].wait()
+        self.pending = None
 
 
 def _check_owed(owed: dict[int, float], timeout_s: float) -> None:

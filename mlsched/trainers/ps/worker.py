@@ -13,15 +13,17 @@ import time
 import torch
 import torch.distributed as dist
 
-from mlsched.trainers.checkpoint import load_latest
-from mlsched.trainers.common import StopFlag, Trainee, restore
+from mlsched.trainers.checkpoint import Periodic, load_latest, save
+from mlsched.trainers.common import StopFlag, Trainee, restore, snapshot
 from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 from mlsched.trainers.ps.layout import FlatLayout
 from mlsched.trainers.ps.protocol import (
+    CKPT_FLAG,
     GOODBYE,
     HEADER,
     PUSH,
+    TAG_CKPT,
     TAG_GATHER,
     TAG_PROTOCOL,
     make_message,
@@ -63,7 +65,13 @@ def run_worker(
 
     granted, ticket, step = pull()
     sync_round = step
+    periodic = (
+        Periodic(cfg.checkpoint_every_s, cfg.checkpoint_every_steps, step)
+        if cfg.rank == 0
+        else None
+    )
     while granted:
+        checkpoint = periodic is not None and periodic.due(step)
         this_step = ticket if cfg.mode == "async" else sync_round
         if cfg.mode == "async":
             index = cursor + (ticket - start)
@@ -82,6 +90,7 @@ def run_worker(
         for k, (lo, hi) in enumerate(bounds):
             msg = pushes[k]
             msg[0], msg[1], msg[2], msg[3] = PUSH, float(index), float(bool(stop)), loss_value
+            msg[CKPT_FLAG] = 1.0 if checkpoint else 0.0
             msg[HEADER:] = grad[lo:hi]
             handles.append(dist.isend(msg, k, tag=TAG_PROTOCOL))
         granted, ticket, step = pull()
@@ -103,6 +112,9 @@ def run_worker(
             batch=cfg.batch_size,
         )
         sync_round += 1
+        if checkpoint and periodic is not None:
+            _save_periodic(cfg, trainee, layout, bounds, sink, step, start, cursor)
+            periodic.done(step)
         if cfg.log_every and stats.steps % cfg.log_every == 0:
             log.info("[worker %d] step %d loss %.4f", cfg.rank, step, loss_value)
 
@@ -117,6 +129,38 @@ def run_worker(
             flat_buffers = torch.cat([b.detach().reshape(-1).float().cpu() for b in buffers])
             dist.send(flat_buffers, 0, tag=TAG_GATHER)
     return step
+
+
+def _save_periodic(
+    cfg: TrainConfig,
+    trainee: Trainee,
+    layout: FlatLayout,
+    bounds: list[tuple[int, int]],
+    sink: MetricsSink,
+    step: int,
+    start: int,
+    cursor: int,
+) -> None:
+    """Worker 0, holding the parameters PS 0 reported at ``step``, gathers the momentum the
+    PSs sent after that reply and checkpoints. Sync: every shard is at ``step``. Async:
+    shards apply pushes as they come, so one may be a few updates ahead of PS 0; the next
+    generation resumes at ``step``, as asynchronous training tolerates."""
+    momentum = torch.zeros(layout.total)
+    for k, (lo, hi) in enumerate(bounds):
+        buf = torch.zeros(hi - lo)
+        dist.recv(buf, src=k, tag=TAG_CKPT)
+        momentum[lo:hi] = buf
+    done = cursor + (step - start) * (1 if cfg.mode == "async" else cfg.num_workers)
+    state = snapshot(
+        cfg,
+        trainee.model,
+        layout.unflatten(momentum),
+        step,
+        done,
+        {"num_workers": cfg.num_workers, "num_ps": cfg.num_ps, "periodic": True},
+    )
+    save(cfg.checkpoint_dir, state, keep=cfg.checkpoint_keep)
+    sink.emit({"type": "event", "event": "checkpoint", "step": step, "data_cursor": done})
 
 
 def _grad(p: torch.Tensor) -> torch.Tensor:

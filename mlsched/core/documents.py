@@ -1,0 +1,170 @@
+"""Reading YAML and JSON documents that anyone may have written.
+
+A document is refused, with an error naming what is wrong, when it is larger than
+:data:`~mlsched.core.limits.MAX_DOCUMENT_BYTES`, not UTF-8, nested deeper than
+:data:`MAX_DEPTH`, or when YAML aliases would expand it beyond :data:`MAX_NODES` nodes (a
+few hundred bytes of anchors can stand for billions of nodes; PyYAML shares them, but
+everything that walks the result, from validation to an error message, pays for each).
+Recursive aliases are refused outright.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from mlsched.core.errors import SpecError
+from mlsched.core.limits import MAX_DOCUMENT_BYTES
+
+__all__ = ["MAX_DEPTH", "MAX_NODES", "decode", "load_document"]
+
+MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+
+
+def decode(data: bytes | str, *, where: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """``data`` as text: at most ``limit`` bytes of UTF-8."""
+    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+    if size > limit:
+        raise SpecError("document", f"{size} bytes", f"at most {limit} bytes", where=where)
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(
+            "document",
+            f"byte {err.start}: {data[err.start : err.start + 4]!r}",
+            "UTF-8 text",
+            where=where,
+        ) from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses deep nesting while composing, and measures the expanded
+    size of the composed graph before any Python object is built from it."""
+
+    max_nodes = MAX_NODES
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _Refused(f"line {mark.line + 1}", f"nesting at most {MAX_DEPTH} deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, self.max_nodes)
+        return node
+
+
+# YAML 1.1 (PyYAML) reads 1e-5 or 1E3 (no dot) as strings; JSON and YAML 1.2 read numbers,
+# and so does every other tool a user writes a job file with. Resolve them as floats.
+_FLOAT_12 = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_BoundedLoader.yaml_implicit_resolvers = {
+    k: [r for r in v if r[0] != "tag:yaml.org,2002:float"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+class _Refused(Exception):
+    def __init__(self, value: str, expected: str) -> None:
+        super().__init__(expected)
+        self.value, self.expected = value, expected
+
+
+def _expanded_size(root: Any, max_nodes: int) -> int:
+    """Nodes of ``root`` with every alias expanded, computed once per shared node."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Any, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise _Refused("a recursive alias", "a document without self-reference")
+        if depth > MAX_DEPTH:  # aliases can nest deeper than the text shows
+            raise _Refused("aliases nested deeper", f"nesting at most {MAX_DEPTH} deep")
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        active.discard(key)
+        if total > max_nodes:
+            raise _Refused(
+                f"more than {max_nodes} nodes once aliases are expanded",
+                f"at most {max_nodes} nodes (YAML aliases count once per use)",
+            )
+        sizes[key] = total
+        return total
+
+    return size(root, 1)
+
+
+def _json_depth_ok(value: Any) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return True
+
+
+def load_document(
+    data: bytes | str, *, where: str, json_only: bool = False, limit: int = MAX_DOCUMENT_BYTES
+) -> Any:
+    """Parse a YAML (or JSON: JSON is YAML here, unless ``json_only``) document of at most
+    ``limit`` bytes; larger limits allow proportionally more expanded nodes."""
+    text = decode(data, where=where, limit=limit)
+    if json_only:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SpecError(
+                "document",
+                f"line {err.lineno} column {err.colno}",
+                f"valid JSON ({err.msg})",
+                where=where,
+            ) from None
+        except RecursionError:
+            value = None
+        if value is None or not _json_depth_ok(value):
+            raise SpecError("document", "deep nesting", f"at most {MAX_DEPTH} deep", where=where)
+        return value
+    loader = type("_Loader", (_BoundedLoader,), {"max_nodes": max(MAX_NODES, limit // 8)})
+    try:
+        return yaml.load(text, Loader=loader)  # a SafeLoader subclass
+    except _Refused as err:
+        raise SpecError("document", err.value, err.expected, where=where) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "?"
+        problem = str(getattr(err, "problem", None) or err)[:200]
+        raise SpecError("document", at, f"valid YAML or JSON ({problem})", where=where) from None

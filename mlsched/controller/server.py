@@ -125,6 +125,9 @@ class Controller:
         # A restart: clients see every stored job at once, and the agents' heartbeats are
         # answered with the adopted generations (not an empty list, which would stop them)
         # while the engine waits for its agents.
+        # --min-agents is for a fresh start: a restarted controller resumes with the agents
+        # that come back (the others are declared lost after the timeout), however few.
+        self._min_agents = 1 if int(self.store.get_meta("slot", 0)) > 0 else cfg.min_agents
         rows, runs = self._load_rows()
         self._restore_records = [record for record, _ in rows]
         self._restored = not rows
@@ -274,7 +277,7 @@ class Controller:
         # At a restart, the first plan waits for the agents that ran tasks to come back (or
         # be declared lost), so that their processes are adopted rather than moved.
         if cluster is None or (
-            self.engine is None and (alive < self.cfg.min_agents or self.agents.returning())
+            self.engine is None and (alive < self._min_agents or self.agents.returning())
         ):
             self.agents.mark_changed()
             return

@@ -9,6 +9,12 @@ clients around each call; p50/p99 per RPC go to ``benchmarks/results/controller_
 
     python -m benchmarks.controller_rpc                      # 200 agents, 1 s heartbeats
     python -m benchmarks.controller_rpc --agents 50 --seconds 10
+    python -m benchmarks.controller_rpc --bad-specs          # meanwhile, hostile submissions
+
+``--bad-specs`` adds a client process that submits hostile job documents back to back (a
+YAML alias bomb, documents at and over the size limit, deep nesting, a 1 MB job id,
+out-of-range numbers): each must be refused, and the heartbeats' latency is what the
+agents see meanwhile.
 """
 
 from __future__ import annotations
@@ -89,6 +95,60 @@ def _queries(address: str, token: str | None, seconds: float, out: list[tuple[st
         time.sleep(0.5)
 
 
+def bad_documents() -> list[tuple[str, str]]:
+    """(name, document) of hostile submissions the controller must refuse."""
+    bomb = "\n".join(
+        [
+            'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+            *(
+                f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+        ]
+    )
+    job = '{"job_id": "x", "model": "mlp", "training": {"lr": 0.1}, "note": "%s"}'
+    at_limit = "[" + job % ("n" * ((1 << 20) - 200)) + "]"
+    return [
+        ("alias bomb", bomb),
+        ("1 MiB document, unknown field", at_limit),
+        (
+            "1 MiB YAML, unknown field",
+            "- {job_id: x, model: mlp, note: %s}" % ("n" * ((1 << 20) - 60)),
+        ),
+        (
+            "1 MiB YAML, 250k comment lines",
+            "- {job_id: x, no: 1}\n" + "# c\n" * ((1 << 20) // 4 - 10),
+        ),
+        ("over the size limit", "#" * ((1 << 20) + 10)),
+        ("nesting 10,000 deep", "[" * 10_000 + "]" * 10_000),
+        ("1 MB job id", json.dumps([{"job_id": "x" * 1_000_000, "model": "mlp"}])),
+        ("1e20 batches", json.dumps([{"job_id": "y", "model": "mlp", "batches_per_chunk": 1e20}])),
+        ("1e308 chunks", json.dumps([{"job_id": "z", "model": "mlp", "chunks": 1e308}])),
+    ]
+
+
+def _bad_specs(address: str, token: str, seconds: float, q: Any) -> None:
+    import grpc
+
+    stub = jobs_pb2_grpc.JobServiceStub(client_channel(address, ClientAuth(token)))
+    docs = bad_documents()
+    out: list[tuple[str, float]] = []
+    accepted: list[str] = []
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        name, doc = docs[i % len(docs)]
+        i += 1
+        t0 = time.perf_counter()
+        try:
+            stub.SubmitJobs(jobs_pb2.SubmitJobsRequest(document=doc), timeout=60)
+            accepted.append(name)
+        except grpc.RpcError:
+            pass
+        out.append((f"bad: {name}", time.perf_counter() - t0))
+    q.put((out, accepted))
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -102,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=2, help="tasks reported per heartbeat")
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--jobs", type=int, default=100, help="jobs submitted for the slots")
-    p.add_argument("--out", type=Path, default=RESULTS / "controller_rpc.json")
+    p.add_argument("--bad-specs", action="store_true", help="submit hostile documents meanwhile")
+    p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
+    if a.out is None:
+        a.out = RESULTS / ("controller_rpc_bad.json" if a.bad_specs else "controller_rpc.json")
     tmp = Path(tempfile.mkdtemp(prefix="mlsched-rpc-"))
     ctl = Controller(
         ControllerConfig(
@@ -142,14 +205,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{a.seconds:g}s ...",
         flush=True,
     )
+    bad_q = ctx.Queue()
+    if a.bad_specs:
+        procs.append(ctx.Process(target=_bad_specs, args=(ctl.address, "bench", a.seconds, bad_q)))
     for pr in procs:
         pr.start()
     queries: list[tuple[str, float]] = []
     qt = threading.Thread(target=_queries, args=(ctl.address, "bench", a.seconds, queries))
     qt.start()
     samples: list[tuple[str, float]] = []
-    for _ in procs:
+    for _ in range(a.procs):
         samples += q.get()
+    accepted: list[str] = []
+    if a.bad_specs:
+        bad, accepted = bad_q.get()
+        samples += bad
     for pr in procs:
         pr.join()
     qt.join()
@@ -165,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
         "tasks_per_heartbeat": a.tasks,
         "seconds": a.seconds,
         "slots_planned": slots,
+        "bad_specs": a.bad_specs,
+        "bad_specs_accepted": accepted,
         "rpc": {},
     }
-    print(f"{'rpc':<18} {'calls':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for name in ("Register", "Heartbeat", "ListJobs", "GetClusterStatus"):
+    print(f"{'rpc':<34} {'calls':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    bad_names = [f"bad: {n}" for n, _ in bad_documents()] if a.bad_specs else []
+    for name in ("Register", "Heartbeat", "ListJobs", "GetClusterStatus", *bad_names):
         xs = [t for n, t in samples if n == name]
         if not xs:
             continue
@@ -180,10 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         result["rpc"][name] = row
         print(
-            f"{name:<18} {row['calls']:>7} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{name:<34} {row['calls']:>7} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
             f"{row['max_ms']:>8.2f}"
         )
     print(f"agents alive at the end: {alive}/{a.agents}; slots planned: {slots}")
+    if a.bad_specs:
+        print(f"hostile documents accepted: {accepted or 'none'}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2))
     return 0

@@ -294,3 +294,38 @@ def test_exponent_numbers_are_numbers_in_yaml_and_json() -> None:
     assert (job.compute_s, job.gradient_mb) == (1e-05, 20.0)
     (job,) = parse_jobs("- {job_id: b, model: mlp, compute_s: 5e-3, weight: .5e0}")
     assert (job.compute_s, job.weight) == (5e-3, 0.5)
+
+
+def test_yaml_is_parsed_in_a_worker_with_a_time_limit() -> None:
+    from mlsched.controller.parsing import DocumentParser
+
+    parser = DocumentParser(timeout_s=0.01)  # less than starting the worker takes
+    try:
+        with pytest.raises(SpecError, match="parses within"):
+            parser.parse("- {job_id: a, model: mlp}", where="slow")
+        parser.timeout_s = 30.0  # a new worker replaces the one that ran over
+        assert parser.parse("- {job_id: a, model: mlp}", where="ok") == [
+            {"job_id": "a", "model": "mlp"}
+        ]
+        # A refusal in the worker comes back as the same field-named error.
+        with pytest.raises(SpecError) as info:
+            parse_jobs(BOMB, parser=parser)
+        assert info.value.field == "document" and "nodes" in info.value.expected
+        # JSON never leaves this process.
+        assert parser.parse('[{"job_id": "j"}]', where="json") == [{"job_id": "j"}]
+    finally:
+        parser.close()
+
+
+def test_a_document_that_crashes_the_parsing_worker_is_refused_and_the_worker_replaced() -> None:
+    from mlsched.controller.parsing import DocumentParser
+
+    parser = DocumentParser()
+    try:
+        deep = "- " * 400_000 + "x"  # libyaml recurses per level: the worker may die of it
+        with pytest.raises(SpecError) as info:
+            parser.parse(deep, where="deep")
+        assert info.value.field == "document"
+        assert parser.parse("- {job_id: a}", where="after") == [{"job_id": "a"}]
+    finally:
+        parser.close()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.runs import data_path
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
@@ -25,9 +26,18 @@ _TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
 def parse_jobs(
-    document: str | bytes, *, where: str = "request", data_root: str = ""
+    document: str | bytes,
+    *,
+    where: str = "request",
+    data_root: str = "",
+    parser: DocumentParser | None = None,
 ) -> list[JobSpec]:
-    raw = load_document(document, where=where)
+    """The jobs of a submitted document, all validated, or a SpecError naming the field.
+    ``parser`` parses the document out of process (the controller's); without one, here."""
+    if parser is not None:
+        raw = parser.parse(document, where=where)
+    else:
+        raw = load_document(document, where=where)
     if isinstance(raw, dict) and "jobs" in raw:
         raw = raw["jobs"]
     elif isinstance(raw, dict):

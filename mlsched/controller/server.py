@@ -30,6 +30,7 @@ from mlsched.controller.agents import AgentRegistry, info_from_request
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
+from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskDefaults, checkpoint_interval
 from mlsched.controller.store import Store
@@ -108,6 +109,7 @@ class Controller:
             on_change=self._save_run,
         )
         self.engine: Engine | None = None
+        self._parser = DocumentParser()
         self._submissions: queue.Queue[JobSpec] = queue.Queue()
         self._cancels: queue.Queue[str] = queue.Queue()
         self._stop = threading.Event()
@@ -220,6 +222,7 @@ class Controller:
         if self.server is not None:
             self.health.enter_graceful_shutdown()
             self.server.stop(grace=1).wait()
+        self._parser.close()
         self.store.close()
 
     def wait(self) -> None:
@@ -475,7 +478,7 @@ class Controller:
         return s
 
     def submit(self, document: str) -> list[str]:
-        jobs = parse_jobs(document, data_root=self.executor.defaults.data_root)
+        jobs = parse_jobs(document, data_root=self.executor.defaults.data_root, parser=self._parser)
         with self._lock:
             for i, job in enumerate(jobs):
                 if job.job_id in self._ids:

@@ -49,11 +49,27 @@ class SpecError(MlschedError, ValueError):
         text = f"{prefix}field '{shorten(str(field), 160)}': got {shown}, expected {expected}"
         super().__init__(shorten(text, MAX_MESSAGE))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Crosses process boundaries (documents parsed in a worker) with the value shown
+        # as its bounded repr: the value itself may be large or not picklable.
+        return (_rebuild, (self.field, _REPR.repr(self.value)[:80], self.expected, self.where))
+
     def at(self, where: str, *, field_prefix: str = "") -> SpecError:
         """The same error located in ``where`` (a file or row) under ``field_prefix``."""
         field = f"{field_prefix}.{self.field}" if field_prefix else self.field
         loc = f"{where}: {self.where}" if self.where else where
         return SpecError(field, self.value, self.expected, where=loc)
+
+
+class _Shown(str):
+    """A value that arrived as its repr: shown as is, not quoted again."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _rebuild(field: str, shown: str, expected: str, where: str) -> SpecError:
+    return SpecError(field, _Shown(shown), expected, where=where)
 
 
 class PolicyError(MlschedError, RuntimeError):

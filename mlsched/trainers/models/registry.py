@@ -9,6 +9,7 @@ no memory is allocated and the global RNG is left untouched, so it is cheap even
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -165,6 +166,7 @@ def model_info(
 MAX_PARAMS = 2_000_000_000
 
 
+@functools.lru_cache(maxsize=1024)
 def check_input(
     name: str, image_size: int, num_classes: int, *, in_channels: int = 3, batch: int = 2
 ) -> None:

@@ -39,8 +39,16 @@ def _setup(
     return reg, ex, spec, clock
 
 
-def _beat(reg: AgentRegistry, agent: str, tasks: list[agent_pb2.TaskStatus]) -> None:
+def _beat(
+    reg: AgentRegistry,
+    agent: str,
+    tasks: list[agent_pb2.TaskStatus],
+    ex: ClusterExecutor | None = None,
+) -> None:
+    """A heartbeat, answered as the controller's handler answers it (with ``ex``)."""
     assert reg.heartbeat(agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)) is not None
+    if ex is not None:
+        ex.desired_for(agent)
 
 
 def _status(task_id: str, state: int, *, last: int = -1, ckpt: int = -1, cursor: int = -1,
@@ -80,13 +88,15 @@ def test_lost_agent_fails_the_generation_and_it_restarts_from_the_last_checkpoin
     p = Placement(((1, 1),))
     ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})
     (task,) = ex.desired_for("a1")
-    _beat(reg, "a1", [_status(task.task_id, RUNNING, last=30, timed=29, compute=2.9)])
+    _beat(reg, "a1", [_status(task.task_id, RUNNING, last=30, timed=29, compute=2.9)], ex)
     agent = reg.get("a1")
     assert agent is not None
     agent.alive = False  # declared lost (what expire() does after the timeout)
     ex.reconcile()
     run = ex.runs["j"]
-    assert run.gen is None and run.failures == 1 and run.step == 0  # no checkpoint yet
+    assert run.gen is None and run.step == 0  # no checkpoint yet
+    # Counted and its cost recorded, but a lost machine is not the job's crash.
+    assert (run.failed_generations, run.lost_steps, run.failures) == (1, 31, 0)
     # Re-planned on the survivor: generation 2 starts from step 0 with the whole work.
     cluster = reg.cluster()
     assert cluster is not None
@@ -117,3 +127,24 @@ def test_slot_report_turns_cumulative_counters_into_progress_and_measurements() 
     report = ex.collect(1)
     assert report.progress["j"].units == 80 and report.progress["j"].finished
     assert report.measurements[0].iterations == 40
+
+
+def test_a_crash_loop_ends_the_job_but_lost_machines_do_not() -> None:
+    reg, ex, spec, _ = _setup(n_agents=1)
+    for n in range(1, 4):  # three machines lost in a row, each after one checkpoint
+        ex.apply(n, Allocation(n, {"j": Placement(((0, 1),))}), {"j": spec}, {"j": 100.0})
+        (task,) = ex.desired_for("a0")
+        _beat(reg, "a0", [_status(task.task_id, RUNNING, last=9 * n, ckpt=5 * n, cursor=5 * n)], ex)
+        agent = reg.get("a0")
+        assert agent is not None
+        agent.alive = False
+        ex.reconcile()
+        agent.alive = True  # the machine comes back
+    run = ex.runs["j"]
+    assert "j" not in ex.fatal and run.failed_generations == 3
+    assert run.step == 15  # each lost generation's last reported checkpoint was kept
+    for n in range(4, 7):  # the job's own process crashes three times in a row
+        ex.apply(n, Allocation(n, {"j": Placement(((0, 1),))}), {"j": spec}, {"j": 85.0})
+        (task,) = ex.desired_for("a0")
+        _beat(reg, "a0", [_status(task.task_id, DONE, code=1)], ex)
+    assert ex.fatal["j"].startswith("3 generations failed in a row")

@@ -362,8 +362,12 @@ class ClusterExecutor(Executor):
         if run.step >= gen.stop_step:
             run.finished, run.failures = True, 0
         elif gen.failed:
-            run.failures += 1
             self._failures[job_id] = gen.failed
+            # A machine that went down is no fault of the job: only failures of its own
+            # processes count towards the crash loop that ends it.
+            machine_lost = any(s is None for s in exited.values())
+            if not machine_lost:
+                run.failures += 1
             if run.failures >= self.max_failures:
                 self.fatal[job_id] = (
                     f"{run.failures} generations failed in a row; last: {gen.failed}"

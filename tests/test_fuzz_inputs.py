@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,47 @@ def test_the_controller_still_serves_after_the_fuzzing(ctl: Controller) -> None:
     status = stub(ctl.address).GetJob(jobs_pb2.GetJobRequest(job_id="after-fuzz"), timeout=5)
     assert status.job.job_id == "after-fuzz"
     assert ctl._thread is not None and ctl._thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    "training",
+    [
+        {"lr": 10.0, "momentum": 0.999, "weight_decay": 1.0, "num_classes": 1, "image_size": 4},
+        {"seed": 2**31 - 1, "num_samples": 1, "checkpoint_keep": 1, "threads": 256},
+    ],
+)
+def test_edge_values_that_intake_accepts_also_train(
+    tmp_path: Path, training: dict[str, Any]
+) -> None:
+    """Accepted means runnable: a job at the edges of the bounds trains for real."""
+    import subprocess
+    import sys
+
+    job = mlp_job("edge", arch="allreduce")
+    job["training"] = {**job["training"], **training}
+    (spec,) = parse_jobs(json.dumps([job]))
+    tasks, *_ = render_tasks(
+        spec,
+        (("agent0", 1, 0),),
+        number=1,
+        step=0,
+        cursor=0,
+        rendezvous="127.0.0.1:0",
+        defaults=TaskDefaults(checkpoint_root=str(tmp_path / "ckpt")),
+    )
+    (task,) = tasks.values()
+    task.stop_step = 3
+    cfg = train_config(task, metrics=str(tmp_path / "m.jsonl"), real_gpus=False)
+    from mlsched.trainers.launch import free_port
+
+    cfg_args = [*cfg.to_args()]
+    cfg_args[cfg_args.index("--rendezvous") + 1] = f"127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlsched.trainers", *cfg_args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "ckpt" / "edge" / "latest").read_text() == "step-000000003"

@@ -268,6 +268,31 @@ def test_broken_on_arrival_is_a_policy_error(
     assert message in str(err.value)
 
 
+def test_on_a_live_cluster_a_job_the_policy_cannot_take_is_rejected_alone(
+    tiny_cluster: Cluster,
+) -> None:
+    class Picky(FifoPolicy):
+        def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+            if job.job_id.startswith("boom"):
+                raise ValueError("cannot plan this one")
+            return super().on_arrival(job, view)
+
+    engine = Engine(
+        tiny_cluster,
+        Picky(),
+        SimulatedExecutor(tiny_cluster, SLOT_S),
+        RuntimeEstimator(tiny_cluster),
+        slot_seconds=SLOT_S,
+        reject_on_policy_error=True,
+    )
+    engine.submit(gpu_job("boom-1"))
+    engine.submit(gpu_job("fine"))
+    engine.step()
+    assert engine.records["boom-1"].state is JobState.REJECTED
+    assert "cannot plan this one" in engine.records["boom-1"].reason
+    assert engine.records["fine"].state is JobState.RUNNING
+
+
 # Arrivals ------------------------------------------------------------------------------
 class RecordingFifo(FifoPolicy):
     """FIFO that records what it hears (not registered)."""

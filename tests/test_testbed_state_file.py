@@ -85,3 +85,18 @@ def test_specs_that_once_poisoned_the_state_file_never_reach_it(
             ctl.submit(document)
     finally:
         ctl.stop()
+
+
+def test_unknown_ids_of_any_size_get_a_short_not_found(tmp_path: Path) -> None:
+    ctl = controller(tmp_path)
+    try:
+        for call, request in (
+            (stub(ctl.address).GetJob, jobs_pb2.GetJobRequest(job_id="x" * 2_000_000)),
+            (stub(ctl.address).CancelJob, jobs_pb2.CancelJobRequest(job_id="y" * 2_000_000)),
+        ):
+            with pytest.raises(grpc.RpcError) as info:
+                call(request, timeout=10)
+            assert info.value.code() == grpc.StatusCode.NOT_FOUND
+            assert len(info.value.details() or "") < 300
+    finally:
+        ctl.stop()

@@ -36,7 +36,7 @@ from mlsched.core.allocation import (
     RejectKind,
 )
 from mlsched.core.cluster import Cluster
-from mlsched.core.errors import PolicyError, SpecError
+from mlsched.core.errors import PolicyError, SpecError, shorten
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
@@ -140,6 +140,7 @@ class Engine:
         catalogue: Iterable[JobSpec] = (),
         user: UserModel = valuation_user,
         stall_slots: int = 200,
+        reject_on_policy_error: bool = False,
     ) -> None:
         if slot_seconds <= 0:
             raise SpecError("slot_seconds", slot_seconds, "a number > 0")
@@ -151,6 +152,9 @@ class Engine:
         self.horizon = horizon
         self.user = user
         self.stall_slots = stall_slots
+        # A live cluster rejects the one job a policy cannot take (its error as the reason)
+        # rather than failing the slot for everyone; a simulation surfaces the policy bug.
+        self.reject_on_policy_error = reject_on_policy_error
         self.slot = 0
         self.records: dict[str, JobRecord] = {}
         self._active: dict[str, JobRecord] = {}
@@ -410,11 +414,20 @@ class Engine:
             record = JobRecord(job)
             self.records[job.job_id] = record
             public = job.public()
-            adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())
-            if not isinstance(adm, Admission):
-                raise PolicyError(
-                    self.policy.name, f"on_arrival() returned {type(adm)!r}, expected an Admission"
-                )
+            try:
+                adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())
+                if not isinstance(adm, Admission):
+                    raise PolicyError(
+                        self.policy.name,
+                        f"on_arrival() returned {type(adm)!r}, expected an Admission",
+                    )
+            except PolicyError as err:
+                if not self.reject_on_policy_error:
+                    raise
+                log.error("[engine] job %s rejected: %s", job.job_id, err)
+                record.state, record.reason = JobState.REJECTED, shorten(str(err), 300)
+                self.policy.release(job.job_id)
+                continue
             record.quote = adm.quote
             if adm.is_admitted() and adm.quote is not None:
                 accepted = self.user(job, adm.quote)

@@ -296,6 +296,7 @@ class Controller:
                 slot_seconds=self.cfg.slot_seconds,
                 seed=self.cfg.seed,
                 stall_slots=10**9,
+                reject_on_policy_error=True,
             )
             self._restore(self.engine)
         else:
@@ -590,8 +591,8 @@ def _agent_info(row: dict[str, Any]) -> Any:
 
 def _abort(context: grpc.ServicerContext, err: Exception) -> None:
     if isinstance(err, KeyError):
-        context.abort(grpc.StatusCode.NOT_FOUND, f"no job {err.args[0]!r}")
-    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        context.abort(grpc.StatusCode.NOT_FOUND, f"no job {shorten(repr(err.args[0]), 200)}")
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, shorten(str(err), 1000))
 
 
 def _check_identity(context: grpc.ServicerContext, claimed: str) -> None:

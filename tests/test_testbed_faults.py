@@ -40,7 +40,14 @@ pytestmark = pytest.mark.slow
 # it starts training, so a re-layout always finds it mid-way.
 SLOW: dict[str, Any] = {
     "batch_size": 64,
-    "training": {"num_samples": 256, "image_size": 32, "timeout_s": 15.0},
+    # Checkpoints only where a generation stops: the tests below follow each generation's
+    # one checkpoint (periodic ones have tests of their own: test_trainers_periodic, chaos).
+    "training": {
+        "num_samples": 256,
+        "image_size": 32,
+        "timeout_s": 15.0,
+        "checkpoint_every_s": 0.0,
+    },
 }
 
 

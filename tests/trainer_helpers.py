@@ -45,6 +45,8 @@ SMALL: dict[str, Any] = {
     "threads": 1,
     "timeout_s": 30.0,
     "rendezvous": "127.0.0.1:0",
+    # Checkpoints only at a stop, unless a test asks for periodic ones.
+    "checkpoint_every_s": 0.0,
 }
 
 

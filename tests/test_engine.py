@@ -21,11 +21,14 @@ from mlsched.core import (
     JobState,
     Placement,
     PolicyError,
+    Pool,
     Quote,
     RejectKind,
     ResourceVector,
+    Server,
     SpecError,
     SyncMode,
+    Topology,
     Utility,
     UtilityKind,
 )
@@ -266,6 +269,38 @@ def test_broken_on_arrival_is_a_policy_error(
     with pytest.raises(PolicyError, match="scripted-bad") as err:
         engine.step()
     assert message in str(err.value)
+
+
+def test_a_job_that_moves_servers_with_the_same_counts_is_checked_again() -> None:
+    """Slot 0 is valid; in slot 1 the small job keeps one worker but moves onto the server
+    the big job fills. Counts unchanged is not placement unchanged: the engine must see the
+    over-allocation (a shortcut on unchanged counts would let it through)."""
+    gpu = ResourceVector({"gpu": 4, "cpu": 8})
+    cluster = Cluster(
+        (Server("s0", gpu, pool=Pool.WORKER), Server("s1", gpu, pool=Pool.WORKER)), Topology()
+    )
+
+    def ring(job_id: str, gpus: int) -> JobSpec:
+        return JobSpec(
+            job_id,
+            arch=Arch.ALLREDUCE,
+            chunks=1,
+            batches_per_chunk=10_000,
+            requested_workers=1,
+            worker=ResourceVector({"gpu": gpus, "cpu": 1}),
+        )
+
+    def script(slot: int, view: ClusterView) -> Allocation:
+        small = ((1, 1),) if slot == 0 else ((0, 1),)
+        return Allocation(slot, {"big": Placement(((0, 1),)), "small": Placement(small)})
+
+    engine = make_engine(cluster, ScriptedPolicy(script))
+    engine.submit(ring("big", 4))
+    engine.submit(ring("small", 1))
+    engine.step()
+    assert engine.records["small"].state is JobState.RUNNING
+    with pytest.raises(PolicyError, match="slot 1: server s0 over-allocated on gpu: uses 5 of 4"):
+        engine.step()
 
 
 def test_on_a_live_cluster_a_job_the_policy_cannot_take_is_rejected_alone(

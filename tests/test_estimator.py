@@ -418,3 +418,30 @@ def test_overrides_replace_prior_parameters() -> None:
     compute, comm = est.iteration_parts(job, p)
     assert compute == pytest.approx(0.2)
     assert comm == pytest.approx(0.64)  # 2 * 0.32
+
+
+def test_a_drifting_noiseless_truth_is_followed_at_the_next_refit() -> None:
+    """Noiseless measurements fit exactly; then the machine gets 7.5 % slower in compute
+    (2.0x -> 2.15x the profile). The next slot's measurements are not explained by the old
+    fit, so the refit must move towards them; a refit skipped on a loose "already explains
+    it" test would keep predicting the old time."""
+    job = SCENARIOS["ps_async"][1]
+    p = Placement.of({0: 2}, {1: 1})
+    est = RuntimeEstimator(CL, window=8)
+    old = Truth(compute_x=2.0, noise=0.0)
+    new = Truth(compute_x=2.15, noise=0.0)
+    for slot in range(8):
+        est.observe(old.measure(job, p, slot), job)
+    est.refit()
+    before = est.iteration_time(job, p)
+    assert before == pytest.approx(old.time(job, p), rel=1e-9)
+    est.observe(new.measure(job, p, 8), job)  # one slot of the drifted machine
+    est.refit()
+    moved = est.iteration_time(job, p)
+    gap = new.time(job, p) - old.time(job, p)
+    assert gap > 0.02 * old.time(job, p)  # a drift well above rounding
+    assert moved - before > 0.05 * gap  # towards the new truth, within the slot
+    for slot in range(9, 16):  # a window of the new machine: the old one is forgotten
+        est.observe(new.measure(job, p, slot), job)
+    est.refit()
+    assert est.iteration_time(job, p) == pytest.approx(new.time(job, p), rel=1e-6)

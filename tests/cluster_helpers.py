@@ -24,6 +24,14 @@ from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 SMALL = {"num_samples": 256, "image_size": 8, "timeout_s": 15.0}
 
 
+def slow(**training: Any) -> dict[str, Any]:
+    """Job fields for steps of a few milliseconds (32x32 images, batch 64): a generation
+    cannot finish a job within the slot it starts in. Periodic checkpoints are off unless
+    ``training`` turns them on."""
+    settings = {"num_samples": 256, "image_size": 32, "timeout_s": 15.0, "checkpoint_every_s": 0.0}
+    return {"batch_size": 64, "training": {**settings, **training}}
+
+
 def mlp_job(job_id: str, *, arch: str = "allreduce", units: int = 40, **kw: Any) -> dict[str, Any]:
     job: dict[str, Any] = {
         "job_id": job_id,

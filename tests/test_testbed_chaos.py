@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -18,6 +17,7 @@ from cluster_helpers import (
     free_port,
     kill_tree,
     mlp_job,
+    slow,
     stub,
     wait_for,
 )
@@ -28,16 +28,7 @@ pytestmark = pytest.mark.slow
 
 EVERY = 100  # steps between periodic checkpoints
 TOTAL = 6000
-SLOW: dict[str, Any] = {
-    "batch_size": 64,
-    "training": {
-        "num_samples": 256,
-        "image_size": 32,
-        "timeout_s": 15.0,
-        "checkpoint_every_steps": EVERY,
-        "checkpoint_every_s": 0.0,
-    },
-}
+SLOW = slow(checkpoint_every_steps=EVERY)
 
 
 def _jobs(address: str) -> dict[str, jobs_pb2.JobStatus]:

@@ -22,6 +22,7 @@ from cluster_helpers import (
     kill_tree,
     metrics,
     mlp_job,
+    slow,
     stub,
     wait_for,
 )
@@ -36,19 +37,9 @@ from mlsched.v1 import jobs_pb2
 
 pytestmark = pytest.mark.slow
 
-# Steps of a few milliseconds: a generation cannot finish the job within the slot in which
-# it starts training, so a re-layout always finds it mid-way.
-SLOW: dict[str, Any] = {
-    "batch_size": 64,
-    # Checkpoints only where a generation stops: the tests below follow each generation's
-    # one checkpoint (periodic ones have tests of their own: test_trainers_periodic, chaos).
-    "training": {
-        "num_samples": 256,
-        "image_size": 32,
-        "timeout_s": 15.0,
-        "checkpoint_every_s": 0.0,
-    },
-}
+# Checkpoints only where a generation stops: the tests below follow each generation's one
+# checkpoint (periodic ones have tests of their own: test_trainers_periodic, the chaos test).
+SLOW = slow()
 
 
 class _TwoPhase(Policy):

@@ -494,7 +494,10 @@ def test_python_m_agent_runs_until_sigterm(tmp_path: Path) -> None:
 def test_a_task_with_gpu_indices_trains_on_its_gpu(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA build of torch")
+        pytest.skip(
+            f"an NVIDIA GPU is present but torch {torch.__version__} has no CUDA "
+            "(the Makefile pins the CPU build): install a CUDA build, docs/deploy.md step 1"
+        )
     ctl = FakeController()
     with controller_server(ctl) as target:
         node = discover(controller=target, name="gpu-node")

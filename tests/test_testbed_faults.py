@@ -317,7 +317,9 @@ def test_agent_loss_is_noticed_within_its_timeout_and_status_tells_the_truth(
 
             wait_for(lambda: not alive(victim), 15, f"{victim} to be declared lost", every=0.05)
             detected = time.monotonic() - killed
-            assert detected <= timeout_s + heartbeat_s + 1.0, detected
+            # timeout + one heartbeat, plus the watcher's and this loop's polling on a busy
+            # machine; the slot check below is what tells it apart from the old behaviour.
+            assert detected <= timeout_s + heartbeat_s + 2.0, detected
             assert ctl.engine.slot == slot_then  # noticed inside the slot, not at its end
             wait_for(
                 lambda: job_status(ctl.address, "long").state == "re-placing",

@@ -172,7 +172,23 @@ def test_demo_prints_a_table(capsys):
     header = next(line for line in lines if line.startswith("policy"))
     for column in ("admitted", "completed", "total utility", "avg JCT", "p99 JCT", "wall"):
         assert column in header
-    assert any(line.startswith("fifo") for line in lines)
+    n_jobs = int(lines[0].split(":", 1)[1].split()[0])  # "demo: 12 ResNet/VGG jobs ..."
+    rows = {}
+    for line in lines[lines.index(header) + 2 :]:
+        name, admitted, completed, utility, avg, p99, _missed, *utils = line.split()[:10]
+        rows[name] = (admitted, completed, float(utility), avg, p99, utils)
+    assert {"fifo", "drf"} <= set(rows)
+    for name, (admitted, completed, utility, avg, p99, utils) in rows.items():
+        # The small demo has room for everything: every job admitted and completed.
+        assert admitted == completed == f"{n_jobs}/{n_jobs}", name
+        assert utility > 0, name
+        assert _minutes(avg) <= _minutes(p99), name
+        assert all(0 <= int(u.rstrip("%")) <= 100 for u in utils), (name, utils)
+
+
+def _minutes(text: str) -> float:
+    value, unit = float(text[:-1]), text[-1]
+    return value * {"s": 1 / 60, "m": 1.0, "h": 60.0}[unit]
 
 
 def test_env_default_for_seed(monkeypatch, tmp_path: Path):

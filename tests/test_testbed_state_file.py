@@ -27,6 +27,8 @@ def _seed(db: Path) -> None:
     store.add_job("torn", good, submitted_at=4.0)
     store.add_job("bad-state", {**good, "job_id": "bad-state"}, submitted_at=5.0)
     store.update_job("bad-state", {"state": "running", "progress": "lots"})
+    store.add_job("bad-steps", {**good, "job_id": "bad-steps"}, submitted_at=5.5)
+    store.update_job("bad-steps", {"state": "running", "iterations": "many"})
     store.add_job("bad-run", {**good, "job_id": "bad-run"}, submitted_at=6.0)
     store.save_run("bad-run", {"step": 1})
     store.close()
@@ -41,7 +43,8 @@ def test_rows_that_no_longer_load_are_quarantined_not_fatal(tmp_path: Path) -> N
     try:
         assert [j.job_id for j in ctl.jobs()] == ["good"]
         moved = {q["job_id"]: q["reason"] for q in ctl.store.quarantined()}
-        assert set(moved) == {"old-spec", "escape", "torn", "bad-state", "bad-run"}
+        assert set(moved) == {"old-spec", "escape", "torn", "bad-state", "bad-steps", "bad-run"}
+        assert "iterations" in moved["bad-steps"]
         assert "batch_size" in moved["old-spec"]
         assert "job_id" in moved["escape"]
         assert "JSON" in moved["torn"] and "run" in moved["bad-run"]
@@ -55,7 +58,7 @@ def test_rows_that_no_longer_load_are_quarantined_not_fatal(tmp_path: Path) -> N
     again = controller(tmp_path)  # and the next restart is clean
     try:
         assert sorted(j.job_id for j in again.jobs()) == ["good", "old-spec"]
-        assert len(again.store.quarantined()) == 5
+        assert len(again.store.quarantined()) == 6
     finally:
         again.stop()
 

@@ -37,7 +37,9 @@ from mlsched.controller.services import add_services
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
 from mlsched.core.errors import SpecError, shorten
+from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
+from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.net.auth import TokenInterceptor, check_listen, server_credentials
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -134,19 +136,20 @@ class Controller:
         rows, runs = self._load_rows()
         self._restore_records = [record for record, _ in rows]
         self._restored = not rows
-        for record, state in rows:
+        for record, iterations in rows:
             self._ids.add(record.job_id)
-            self._iterations[record.job_id] = float(state.get("iterations", 0.0))
+            self._iterations[record.job_id] = iterations
         self.executor.load(
             runs, {r.job_id: r.spec for r in self._restore_records if not r.state.is_final}
         )
         self._snapshot = {r.job_id: self._status(None, r) for r in self._restore_records}
 
-    def _load_rows(self) -> tuple[list[tuple[JobRecord, dict[str, Any]]], dict[str, Any]]:
-        """The stored jobs and runs that still load; any other row is quarantined with its
-        reason (a spec this release refuses, damaged JSON), never fatal."""
+    def _load_rows(self) -> tuple[list[tuple[JobRecord, float]], dict[str, Any]]:
+        """The stored jobs (with their trainer-step counts) and runs that still load; any
+        other row is quarantined with its reason (a spec this release refuses, damaged
+        JSON), never fatal."""
         runs = self.store.runs()
-        out: list[tuple[JobRecord, dict[str, Any]]] = []
+        out: list[tuple[JobRecord, float]] = []
         for row in self.store.jobs():
             job_id = row["job_id"]
             try:
@@ -156,6 +159,9 @@ class Controller:
                 if not isinstance(state, dict):
                     raise ValueError(f"state is a {type(state).__name__}, not a mapping")
                 record = record_from_row(row["spec"], state)
+                iterations = check_number(
+                    state.get("iterations", 0.0), "iterations", Bound(0.0, MAX_TOTAL_WORK)
+                )
                 if record.job_id != job_id:
                     raise ValueError(f"spec names job {record.job_id!r}")
                 if job_id in runs:
@@ -168,7 +174,7 @@ class Controller:
                 self.store.quarantine_job(job_id, reason)
                 runs.pop(job_id, None)
                 continue
-            out.append((record, state))
+            out.append((record, float(iterations)))
         return out, {j: r for j, r in runs.items() if r is not None}
 
     # Lifecycle --------------------------------------------------------------------------
@@ -527,10 +533,6 @@ class Controller:
             out.failed_generations = facts.failed_generations
             out.lost_steps = facts.lost_steps
             out.checkpoint_step = facts.checkpoint_step
-            if out.state == "failed":
-                # What survives a failed job is its checkpoint, not what its processes had
-                # trained past it.
-                out.progress = min(out.progress, facts.checkpoint_units)
         doing = self.executor.live_state(job_id)
         if doing is not None and out.state in _LIVE_STATES:
             # The engine's snapshot is taken at slot boundaries; the executor knows what

@@ -312,9 +312,6 @@ class ClusterExecutor(Executor):
             if all(self._alive(a) for a, _, _ in want):
                 self._launch(job_id, run, want)
 
-    def _last_seen(self, gen: Generation) -> list[agent_pb2.TaskStatus]:
-        return list(gen.seen_status.values())
-
     def _alive(self, agent_id: str) -> bool:
         agent = self.agents.get(agent_id)
         return agent is not None and agent.alive
@@ -338,7 +335,7 @@ class ClusterExecutor(Executor):
             return
         # Every task has exited: take the newest checkpoint any of them wrote (a lost
         # agent's tasks: the last one its heartbeats reported).
-        for s in [*exited.values(), *self._last_seen(gen)]:
+        for s in [*exited.values(), *gen.seen_status.values()]:
             if s is not None and s.measurement.checkpoint_cursor >= 0:
                 m = s.measurement
                 if m.checkpoint_step >= run.step:
@@ -349,7 +346,7 @@ class ClusterExecutor(Executor):
             reached = max(
                 (
                     int(s.measurement.last_step) + 1
-                    for s in [*exited.values(), *self._last_seen(gen)]
+                    for s in [*exited.values(), *gen.seen_status.values()]
                     if s is not None and s.measurement.iterations
                 ),
                 default=run.step,

@@ -197,7 +197,7 @@ def load_document(
     base = _CBoundedLoader if isolated and _CBoundedLoader is not None else _BoundedLoader
     loader = type("_Loader", (base,), {"max_nodes": max(MAX_NODES, limit // 8)})
     try:
-        return yaml.load(text, Loader=loader)  # a SafeLoader subclass
+        return yaml.load(text, Loader=loader)  # safe: SafeLoader/CSafeLoader subclasses only
     except _Refused as err:
         raise SpecError("document", err.value, err.expected, where=where) from None
     except yaml.YAMLError as err:

@@ -14,8 +14,6 @@ __all__ = [
     "check_keys",
     "check_number",
     "opt_bounded",
-    "opt_float",
-    "opt_int",
     "req_float",
     "req_int",
     "req_mapping",
@@ -139,20 +137,6 @@ def req_float(
     return number
 
 
-def opt_float(
-    raw: Mapping[str, Any],
-    key: str,
-    field: str,
-    *,
-    minimum: float | None = None,
-    exclusive_min: bool = False,
-    maximum: float | None = None,
-) -> float | None:
-    if raw.get(key) is None:
-        return None
-    return req_float(raw, key, field, minimum=minimum, exclusive_min=exclusive_min, maximum=maximum)
-
-
 def req_int(
     raw: Mapping[str, Any],
     key: str,
@@ -171,19 +155,6 @@ def req_int(
         raise SpecError(path, value, "an integer")
     _check_range(number, path, minimum, False, maximum)
     return int(number)
-
-
-def opt_int(
-    raw: Mapping[str, Any],
-    key: str,
-    field: str,
-    *,
-    minimum: int | None = None,
-    maximum: int | None = None,
-) -> int | None:
-    if raw.get(key) is None:
-        return None
-    return req_int(raw, key, field, minimum=minimum, maximum=maximum)
 
 
 def _check_range(

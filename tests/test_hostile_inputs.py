@@ -311,6 +311,7 @@ def test_yaml_is_parsed_in_a_worker_with_a_time_limit() -> None:
         assert info.value.field == "document" and "nodes" in info.value.expected
         # JSON never leaves this process.
         assert parser.parse('[{"job_id": "j"}]', where="json") == [{"job_id": "j"}]
+        assert parser.parse(b"- {job_id: b}", where="bytes") == [{"job_id": "b"}]
     finally:
         parser.close()
 

@@ -17,7 +17,7 @@ import multiprocessing as mp
 import threading
 from typing import Any
 
-from mlsched.core.documents import load_document
+from mlsched.core.documents import decode, load_document
 from mlsched.core.errors import SpecError
 
 __all__ = ["DocumentParser"]
@@ -38,18 +38,17 @@ class DocumentParser:
         self._pool: cf.ProcessPoolExecutor | None = None
 
     def parse(self, data: str | bytes, *, where: str) -> Any:
-        if isinstance(data, bytes) or data.lstrip()[:1] in ("[", "{"):
+        text = decode(data, where=where)  # size and UTF-8 first, for either format
+        if text.lstrip()[:1] in ("[", "{"):
             try:
-                return load_document(data, where=where, json_only=True)
+                return load_document(text, where=where, json_only=True)
             except SpecError:
-                if isinstance(data, bytes):
-                    raise
-                # Flow-style YAML that is not JSON ([{job_id: a}]): the worker reads it.
+                pass  # flow-style YAML that is not JSON ([{job_id: a}]): the worker reads it
         with self._lock:
             pool = self._pool = self._pool or cf.ProcessPoolExecutor(
                 max_workers=1, mp_context=mp.get_context("spawn")
             )
-            future = pool.submit(_load, data, where)
+            future = pool.submit(_load, text, where)
             try:
                 return future.result(timeout=self.timeout_s)
             except SpecError:

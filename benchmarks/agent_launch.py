@@ -1,13 +1,22 @@
-"""The same job, the same layout: launched by an agent vs by hand with torchrun (goal >= 0.97).
+"""Each testbed launch vs the same job launched by hand on one machine (goal >= 0.97 each).
 
-By hand: ``torchrun --nproc-per-node 2 -m mlsched.trainers --arch allreduce ...``. By the
-testbed: a controller (in this process) and one agent (its own process, two stand-in GPUs)
-run the same 2-rank DDP job, submitted as a job spec; the slot is long enough that the job
-is never re-laid-out. Iterations/s are taken the same way from both runs' rank-0 metrics:
-steps after ``--warmup`` divided by the time between the two ``iter`` lines that bound them.
-Runs alternate (ABBA) over ``--repeat``; the ratio is median(agent) / median(torchrun).
+Three launches of one 2-rank all-reduce job, each paired with its bare counterpart:
+
+* ``torchrun``: the agent's torchrun task vs ``torchrun --nproc-per-node 2 -m
+  mlsched.trainers ...`` by hand;
+* ``direct``: the agent's one process per rank vs the same bare torchrun;
+* ``horovod``: the agent's Horovod node launcher vs ``horovodrun -np 2 -H localhost:2 --gloo
+  python -m mlsched.trainers ...`` by hand (skipped when Horovod is not installed).
+
+By the testbed: a controller (in this process) and one agent (its own process, two
+stand-in GPUs) run the job, submitted as a job spec; the slot is long enough that it is
+never re-laid-out. Iterations/s are taken the same way from every run's rank-0 metrics:
+steps after ``--warmup`` divided by the time between the two ``iter`` lines that bound
+them. Each launch's runs alternate with its bare runs (ABBA) over ``--repeat``; the ratio
+is median(testbed) / median(bare).
 
     python -m benchmarks.agent_launch                 # resnet20, batch 16, 60 steps, 3 repeats
+    python -m benchmarks.agent_launch --launches torchrun,horovod --repeat 2
 """
 
 from __future__ import annotations
@@ -18,7 +27,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,8 +35,10 @@ import yaml
 
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.core.train_config import TrainConfig
 from mlsched.testbed.cluster_demo import agent_command
-from mlsched.trainers.launch import free_port
+from mlsched.trainers.allreduce.horovod import horovod_available
+from mlsched.trainers.launch import commands, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL = 0.97
@@ -45,22 +55,26 @@ def _rate(metrics: Path, warmup: int) -> float:
     return (last["step"] - first["step"]) / (last["t"] - first["t"])
 
 
-def _by_hand(a: argparse.Namespace, work: Path) -> float:
-    ckpt, metrics = work / "ckpt", work / "metrics.jsonl"
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-        "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-        "--master-port", str(free_port()),
-        "-m", "mlsched.trainers", "--arch", "allreduce", "--model", a.model,
-        "--batch-size", str(a.batch_size), "--stop-step", str(a.steps),
-        "--checkpoint-dir", str(ckpt), "--metrics", str(metrics),
-        "--num-samples", "1024", "--image-size", str(a.image_size), "--threads", "1",
-    ]  # fmt: skip
+def _config(a: argparse.Namespace, work: Path, launch: str) -> TrainConfig:
+    return TrainConfig(
+        model=a.model, arch="allreduce", num_workers=2, num_ps=0,
+        backend="horovod" if launch == "horovod" else "ddp",
+        rendezvous=f"127.0.0.1:{free_port()}", stop_step=a.steps,
+        checkpoint_dir=str(work / "ckpt"), metrics=str(work / "metrics.jsonl"),
+        batch_size=a.batch_size, num_samples=1024, image_size=a.image_size, threads=1,
+        job_id="bench",
+    )  # fmt: skip
+
+
+def _by_hand(a: argparse.Namespace, work: Path, launch: str) -> float:
+    """The bare launcher on one machine: torchrun, or horovodrun for Horovod."""
+    cfg = _config(a, work, launch)
+    (cmd,) = commands(cfg)  # torchrun --nnodes 1 ..., or horovodrun -np 2 ... --gloo
     subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    return _rate(metrics, a.warmup)
+    return _rate(Path(cfg.metrics), a.warmup)
 
 
-def _by_agent(a: argparse.Namespace, work: Path) -> float:
+def _by_agent(a: argparse.Namespace, work: Path, launch: str) -> float:
     ctl = Controller(
         ControllerConfig(
             listen="127.0.0.1:0",
@@ -75,6 +89,7 @@ def _by_agent(a: argparse.Namespace, work: Path) -> float:
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         stderr=subprocess.DEVNULL,
     )
+    chosen = {"backend": "horovod"} if launch == "horovod" else {"launcher": launch}
     try:
         job = {
             "job_id": "bench",
@@ -85,8 +100,9 @@ def _by_agent(a: argparse.Namespace, work: Path) -> float:
             "max_workers": 2,
             "requested_workers": 2,
             "worker": {"gpu": 1},
-            "training": {"num_samples": 1024, "image_size": a.image_size, "threads": 1},
-        }
+            "training": {"num_samples": 1024, "image_size": a.image_size, "threads": 1,
+                         **chosen},
+        }  # fmt: skip
         ctl.submit(yaml.safe_dump([job]))
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -97,7 +113,8 @@ def _by_agent(a: argparse.Namespace, work: Path) -> float:
             time.sleep(0.5)
         else:
             raise RuntimeError("the agent's job did not finish in 600 s")
-        metrics = next((work / "agent").glob("bench.g1.r0/metrics.jsonl"))
+        task = "bench.g1.r0" if launch == "direct" else "bench.g1.n0"
+        metrics = next((work / "agent").glob(f"{task}/metrics.jsonl"))
         return _rate(metrics, a.warmup)
     finally:
         ctl.stop(stop_tasks=True)
@@ -114,34 +131,48 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", type=Path, default=RESULTS / "agent_launch.json")
+    p.add_argument("--launches", default="torchrun,direct,horovod")
     a = p.parse_args(argv)
-    rates: dict[str, list[float]] = {"torchrun": [], "agent": []}
-    for r in range(a.repeat):
-        order = ("torchrun", "agent") if r % 2 == 0 else ("agent", "torchrun")
-        for how in order:
-            work = Path(tempfile.mkdtemp(prefix=f"mlsched-{how}-"))
-            try:
-                rate = _by_hand(a, work) if how == "torchrun" else _by_agent(a, work)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-            rates[how].append(rate)
-            print(f"[launch] rep {r} {how:<8} {rate:.2f} it/s", flush=True)
-    hand, agent = statistics.median(rates["torchrun"]), statistics.median(rates["agent"])
-    ratio = agent / hand
-    verdict = "meets" if ratio >= GOAL else "misses"
-    print(
-        f"{a.model} batch {a.batch_size}, 2 ranks: torchrun {hand:.2f} it/s, agent "
-        f"{agent:.2f} it/s, ratio {ratio:.3f} ({verdict} >= {GOAL})"
-    )
+    launches = [x for x in a.launches.split(",") if x]
+    if "horovod" in launches and not horovod_available():
+        print("[launch] horovod: skipped (Horovod is not installed: `make horovod`)")
+        launches.remove("horovod")
+    results: dict[str, dict[str, object]] = {}
+    for launch in launches:
+        bare = "horovodrun" if launch == "horovod" else "torchrun"
+        rates: dict[str, list[float]] = {bare: [], "testbed": []}
+        for r in range(a.repeat):
+            order = (bare, "testbed") if r % 2 == 0 else ("testbed", bare)
+            for how in order:
+                work = Path(tempfile.mkdtemp(prefix=f"mlsched-{launch}-{how}-"))
+                try:
+                    run = _by_agent if how == "testbed" else _by_hand
+                    rate = run(a, work, launch)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                rates[how].append(rate)
+                print(f"[launch] {launch:<8} rep {r} {how:<10} {rate:.2f} it/s", flush=True)
+        hand, agent = statistics.median(rates[bare]), statistics.median(rates["testbed"])
+        ratio = agent / hand
+        results[launch] = {"bare": bare, "rates": rates, "ratio": ratio, "met": ratio >= GOAL}
+    print(f"{a.model} batch {a.batch_size}, 2 ranks, median it/s over {a.repeat} pairs:")
+    for launch, res in results.items():
+        rates = res["rates"]  # type: ignore[assignment]
+        bare = str(res["bare"])
+        print(
+            f"  {launch:<8} testbed {statistics.median(rates['testbed']):6.2f}  {bare:<10} "
+            f"{statistics.median(rates[bare]):6.2f}  ratio {res['ratio']:.3f} "
+            f"({'meets' if res['met'] else 'misses'} >= {GOAL})"
+        )
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps(
-            {"machine": machine(), "args": vars(a) | {"out": str(a.out)}, "rates": rates,
-             "ratio": ratio, "goal": GOAL},
+            {"machine": machine(), "args": vars(a) | {"out": str(a.out)}, "launches": results,
+             "goal": GOAL},
             indent=2,
         )
     )  # fmt: skip
-    return 0
+    return 0 if all(r["met"] for r in results.values()) else 1
 
 
 if __name__ == "__main__":

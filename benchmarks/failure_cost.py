@@ -34,6 +34,7 @@ import yaml
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.testbed.cluster_demo import agent_command
+from mlsched.trainers.launch import flag_value
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SLOW = {"batch_size": 64, "training": {"num_samples": 256, "image_size": 32, "timeout_s": 15.0}}
@@ -190,8 +191,8 @@ def _trainers(job_id: str, role: str) -> list[psutil.Process]:
     out = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        ours = "mlsched.trainers" in cmd and "--job-id" in cmd and "--role" in cmd
-        if ours and (cmd[cmd.index("--job-id") + 1], cmd[cmd.index("--role") + 1]) == (
+        ours = "mlsched.trainers" in cmd
+        if ours and (flag_value(cmd, "--job-id"), flag_value(cmd, "--role")) == (
             job_id,
             role,
         ):

@@ -42,6 +42,7 @@ from typing import Any
 import psutil
 
 from benchmarks.trainer_overhead import machine
+from mlsched.trainers.launch import flag_value
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -114,7 +115,7 @@ def _label(p: psutil.Process) -> str:
     if "torch.distributed.run" in cmd:  # before the next test: its arguments name the module
         return "torchrun"
     if "mlsched.trainers" in cmd:
-        return cmd[cmd.index("--role") + 1] if "--role" in cmd else "rank"
+        return flag_value(cmd, "--role") or "rank"
     return Path(cmd[0]).name if cmd else "?"
 
 

@@ -61,6 +61,8 @@ from typing import Any
 
 import psutil
 
+from mlsched.trainers.launch import flag_value
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL = 0.03
@@ -148,8 +150,8 @@ class CpuSampler:
             cmd = proc.cmdline()
         except psutil.Error:
             return "?"
-        if "--role" in cmd:
-            role = cmd[cmd.index("--role") + 1]
+        if flag_value(cmd, "--role") is not None:
+            role = flag_value(cmd, "--role")
             if role in ("ps", "worker"):
                 return role
         if any(name in c for c in cmd for name in ("torch.distributed.run", "horovodrun")):
@@ -234,7 +236,7 @@ def _run(
 
 
 def _trainer_cfg(case: str, args: argparse.Namespace, ckpt: Path) -> Any:
-    from mlsched.trainers.config import Backend, TrainConfig
+    from mlsched.core.train_config import Backend, TrainConfig
     from mlsched.trainers.launch import free_port
 
     steps = args.warmup + args.iters
@@ -387,7 +389,7 @@ def _breakdown(ckpt: Path, iters: list[dict[str, Any]]) -> dict[str, Any]:
     for f in sorted(ckpt.glob("instr-*.json")):
         doc = json.loads(f.read_text())
         argv = doc["argv"]
-        role = argv[argv.index("--role") + 1] if "--role" in argv else "rank"
+        role = flag_value(argv, "--role") or "rank"
         per_role.setdefault(role, []).append(doc)
     for role, docs in per_role.items():
         # Per trainer iteration: a worker/rank process runs its share of the iterations, a

@@ -26,6 +26,7 @@ import yaml
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
+from mlsched.core.train_config import TrainConfig
 from mlsched.scheduler.registry import available
 from mlsched.testbed.experiments import experiments, run_experiment
 from mlsched.testbed.experiments.base import ProgressFactory, no_progress
@@ -47,7 +48,6 @@ from mlsched.testbed.report import (
 from mlsched.testbed.simulator import TruthConfig
 from mlsched.testbed.workloads import builtin_workloads, load_workload
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
-from mlsched.trainers.config import TrainConfig
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 

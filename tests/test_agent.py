@@ -29,12 +29,12 @@ import pytest
 from mlsched.agent import Agent, AgentError, discover, to_register_request
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.agent.discovery import gpu_type_of
-from mlsched.agent.task import train_config
+from mlsched.agent.task import task_plan
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import ClientAuth, TokenInterceptor
 from mlsched.trainers.launch import free_port
 from mlsched.trainers.telemetry import gpu_inventory
-from mlsched.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from mlsched.v1 import agent_pb2, agent_pb2_grpc, train_pb2
 
 EXITED = agent_pb2.TASK_STATE_EXITED
 RUNNING = agent_pb2.TASK_STATE_RUNNING
@@ -179,10 +179,11 @@ def wait_for(check: Callable[[], Any], what: str, timeout_s: float = 40.0) -> An
 
 
 def task_spec(root: Path, task_id: str, stop_step: int = 30, **overrides: Any) -> Any:
-    fields: dict[str, Any] = {
-        "task_id": task_id,
+    """A TaskSpec as the controller sends it (raw: overrides may be invalid on purpose).
+    Keys of the proto TrainConfig go into ``config``; the rest into the TaskSpec."""
+    config: dict[str, Any] = {
         "job_id": f"job-{task_id}",
-        "role": common_pb2.TASK_ROLE_RANK,
+        "role": "rank",
         "rank": 0,
         "num_workers": 1,
         "num_ps": 0,
@@ -193,6 +194,7 @@ def task_spec(root: Path, task_id: str, stop_step: int = 30, **overrides: Any) -
         "arch": "allreduce",
         "mode": "sync",
         "backend": "ddp",
+        "launcher": "direct",
         "batch_size": 16,
         "lr": 0.05,
         "momentum": 0.9,
@@ -204,10 +206,21 @@ def task_spec(root: Path, task_id: str, stop_step: int = 30, **overrides: Any) -
         "threads": 1,
         "device": "cpu",
         "timeout_s": 30.0,
-        "generation": 3,
-        **overrides,
+        "checkpoint_keep": 2,
+        "checkpoint_every_s": 60.0,
     }
-    return agent_pb2.TaskSpec(**fields)
+    names = set(train_pb2.TrainConfig.DESCRIPTOR.fields_by_name)
+    config.update({k: v for k, v in overrides.items() if k in names})
+    outer = {k: v for k, v in overrides.items() if k not in names}
+    node = outer.pop("node", agent_pb2.NodeLaunch(launcher="direct"))
+    return agent_pb2.TaskSpec(
+        task_id=task_id,
+        job_id=config["job_id"],
+        generation=outer.pop("generation", 3),
+        config=train_pb2.TrainConfig(**config),
+        node=node,
+        **outer,
+    )
 
 
 def wait_status(
@@ -277,21 +290,30 @@ def test_gpu_types_from_nvml_names() -> None:
 
 
 def test_a_spec_becomes_the_trainer_config() -> None:
-    spec = task_spec(Path("/ckpt"), "t", role=common_pb2.TASK_ROLE_UNSPECIFIED, threads=0)
-    cfg = train_config(spec, metrics="m.jsonl", real_gpus=False)
+    spec = task_spec(Path("/ckpt"), "t")
+    plan = task_plan(spec, metrics="m.jsonl", real_gpus=False)
+    cfg = plan.config
     assert (cfg.role.value, cfg.threads, cfg.metrics, cfg.job_id) == ("rank", 1, "m.jsonl", "job-t")
-    assert cfg.device == "cpu"
+    assert (cfg.device, plan.generation, plan.node.launcher.value) == ("cpu", 3, "direct")
     gpu = task_spec(Path("/ckpt"), "g", device="auto", gpu_indices=[1])
-    assert train_config(gpu, metrics="", real_gpus=True).device == "cuda"
-    assert train_config(gpu, metrics="", real_gpus=False).device == "cpu"  # stand-in GPUs
-    gpu.device = "cpu"  # an explicit CPU task stays on the CPU
-    assert train_config(gpu, metrics="", real_gpus=True).device == "cpu"
-    ps = task_spec(Path("/ckpt"), "p", arch="ps", role=common_pb2.TASK_ROLE_PS, num_ps=1)
-    assert train_config(ps, metrics="", real_gpus=False).role.value == "ps"
-    with pytest.raises(SpecError, match="'role'"):
-        train_config(task_spec(Path("/c"), "w", arch="ps", role=0), metrics="", real_gpus=False)
-    with pytest.raises(SpecError, match="'dataset'"):
-        train_config(task_spec(Path("/c"), "d", dataset=""), metrics="", real_gpus=False)
+    assert task_plan(gpu, metrics="", real_gpus=True).config.device == "cuda"
+    assert task_plan(gpu, metrics="", real_gpus=False).config.device == "cpu"  # stand-ins
+    gpu.config.device = "cpu"  # an explicit CPU task stays on the CPU
+    assert task_plan(gpu, metrics="", real_gpus=True).config.device == "cpu"
+    ps = task_spec(Path("/ckpt"), "p", arch="ps", role="ps", num_ps=1)
+    assert task_plan(ps, metrics="", real_gpus=False).config.role.value == "ps"
+    # Zero is a value, not "unset": a field the sender left out fails, naming it.
+    for field, value in (("role", ""), ("dataset", ""), ("threads", 0), ("num_classes", 0)):
+        with pytest.raises(SpecError, match=f"'{field}'"):
+            task_plan(task_spec(Path("/c"), "x", **{field: value}), metrics="", real_gpus=False)
+    torchrun = agent_pb2.NodeLaunch(launcher="torchrun", node_rank=1, node_sizes=[1, 2])
+    with pytest.raises(SpecError, match=r"node\.launcher"):  # the config says direct
+        task_plan(task_spec(Path("/c"), "n", node=torchrun), metrics="", real_gpus=False)
+    one_rank = task_spec(Path("/c"), "n", node=torchrun, launcher="torchrun")
+    with pytest.raises(SpecError, match=r"node\.node_sizes"):  # 3 ranks for a 1-rank job
+        task_plan(one_rank, metrics="", real_gpus=False)
+    spec = task_spec(Path("/c"), "n", node=torchrun, num_workers=3, launcher="torchrun")
+    assert task_plan(spec, metrics="", real_gpus=False).node.nproc == 2
 
 
 # Protocol -----------------------------------------------------------------------------------------

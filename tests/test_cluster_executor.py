@@ -7,7 +7,7 @@ from typing import Any
 
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
-from mlsched.controller.runs import TaskDefaults
+from mlsched.controller.runs import TaskSettings
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
 from mlsched.v1 import agent_pb2
@@ -26,7 +26,7 @@ def _setup(
     ex = ClusterExecutor(
         reg,
         slot_seconds=10.0,
-        defaults=TaskDefaults(checkpoint_root="/ckpt"),
+        settings=TaskSettings(checkpoint_root="/ckpt"),
         clock=lambda: clock[0],
     )
     cluster = reg.cluster()
@@ -34,7 +34,7 @@ def _setup(
     ex.set_cluster(cluster)
     spec = JobSpec.from_dict(
         {"job_id": "j", "model": "mlp", "arch": "allreduce", "batches_per_chunk": 100,
-         "max_workers": 2, **job}
+         "max_workers": 2, "training": {"launcher": "direct"}, **job}
     )  # fmt: skip
     return reg, ex, spec, clock
 
@@ -68,7 +68,7 @@ def test_relayout_waits_for_every_exit_even_when_reported_in_separate_heartbeats
     ex.apply(0, Allocation(0, {"j": one}), {"j": spec}, {"j": 100.0})
     tasks = [t.task_id for t in ex.desired_for("a0")]
     assert tasks == ["j.g1.r0", "j.g1.r1"] and ex.desired_for("a1") == []
-    assert ex.desired_for("a0")[0].stop_step == 50  # 100 mini-batches, 2 per step
+    assert ex.desired_for("a0")[0].config.stop_step == 50  # 100 mini-batches, 2 per step
     # Slot 1 moves one rank to a1: generation 1 drains (no longer desired anywhere).
     ex.apply(1, Allocation(1, {"j": Placement(((0, 1), (1, 1)))}), {"j": spec}, {"j": 60.0})
     assert ex.desired_for("a0") == []
@@ -79,7 +79,9 @@ def test_relayout_waits_for_every_exit_even_when_reported_in_separate_heartbeats
     _beat(reg, "a0", [_status("j.g1.r1", DONE, last=19)])
     new = ex.desired_for("a0") + ex.desired_for("a1")
     assert sorted(t.task_id for t in new) == ["j.g2.r0", "j.g2.r1"]
-    assert {t.stop_step for t in new} == {20 + 30}  # from the checkpoint: 60 left, 2 per step
+    assert {t.config.stop_step for t in new} == {
+        20 + 30
+    }  # from the checkpoint: 60 left, 2 per step
     assert ex.runs["j"].step == 20 and ex.runs["j"].cursor == 40
 
 
@@ -103,7 +105,11 @@ def test_lost_agent_fails_the_generation_and_it_restarts_from_the_last_checkpoin
     ex.set_cluster(cluster)
     ex.apply(1, Allocation(1, {"j": Placement(((0, 1),))}), {"j": spec}, {"j": 100.0})
     (task2,) = ex.desired_for("a0")
-    assert task2.task_id == "j.g2.r0" and task2.stop_step == 100 and task2.num_workers == 1
+    assert (
+        task2.task_id == "j.g2.r0"
+        and task2.config.stop_step == 100
+        and task2.config.num_workers == 1
+    )
 
 
 def test_slot_report_turns_cumulative_counters_into_progress_and_measurements() -> None:

@@ -10,26 +10,34 @@ from pathlib import Path
 import pytest
 
 from mlsched.cli import main
-from mlsched.testbed.cluster_demo import DEMO_JOBS, demo_report, run_cluster_demo
+from mlsched.testbed.cluster_demo import demo_jobs, demo_report, run_cluster_demo
+from mlsched.trainers.allreduce.horovod import horovod_available
 
 pytestmark = pytest.mark.slow
 
 
 def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
-    jobs = copy.deepcopy(DEMO_JOBS)
+    jobs = copy.deepcopy(demo_jobs())
     for job in jobs:
         job["batches_per_chunk"] = 12  # a few seconds of training each
     out = io.StringIO()
     statuses = run_cluster_demo(
         policy="fifo", slots=12, slot_seconds=5.0, workdir=tmp_path, jobs=jobs, out=out
     )
-    assert set(statuses) == {j["job_id"] for j in DEMO_JOBS}
+    assert set(statuses) == {j["job_id"] for j in jobs}
     for job_id, s in statuses.items():
         assert s.state == "done", (job_id, s.state, s.reason, out.getvalue())
         assert s.progress == s.total_work
         assert s.iterations > 0 and s.measured_iteration_s > 0
     table = demo_report(statuses)
     assert "resnet20-ps" in table and "meas s/it" in table
+    launches = {j: s.launch for j, s in statuses.items()}
+    assert launches["resnet20-ps"] == "ps" and launches["vgg11n-ring"] == "torchrun"
+    assert ("resnet20-hvd" in launches) == horovod_available()
+    if horovod_available():
+        assert launches["resnet20-hvd"] == "horovod"
+    rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[2:] if line[:1] != " "}
+    assert rows == launches  # the table's launch column
     assert "slot" in out.getvalue()  # live progress lines
     # Logs and checkpoints stay in the work directory.
     assert (tmp_path / "state.db").exists()

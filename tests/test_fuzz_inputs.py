@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,14 @@ from cluster_helpers import controller, mlp_job, stub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlsched.agent.task import train_config
+from mlsched.agent.task import task_plan
 from mlsched.controller.intake import parse_jobs
-from mlsched.controller.runs import TaskDefaults, render_tasks
+from mlsched.controller.runs import TaskSettings, render_tasks
 from mlsched.controller.server import Controller
 from mlsched.core.errors import MAX_MESSAGE, SpecError
 from mlsched.core.ids import is_id
 from mlsched.core.limits import JOB_LIMITS, MAX_TOTAL_WORK, TRAINING_LIMITS, Bound
+from mlsched.net.task_wire import task_to_proto
 from mlsched.testbed.workloads.trace import load_trace_csv, load_workload_file
 from mlsched.v1 import agent_pb2, jobs_pb2
 
@@ -119,12 +121,15 @@ def test_a_job_spec_is_refused_by_field_or_renders_into_runnable_tasks(
         step=0,
         cursor=0,
         rendezvous="127.0.0.1:29500",
-        defaults=TaskDefaults(checkpoint_root="/tmp/ckpt"),
+        settings=TaskSettings(checkpoint_root="/tmp/ckpt"),
     )
     assert 0 < stop <= MAX_TOTAL_WORK
     for task in tasks.values():
-        cfg = train_config(task, metrics="/tmp/m.jsonl", real_gpus=False)
-        assert cfg.job_id == spec.job_id and math.isfinite(cfg.lr)
+        plan = task_plan(task_to_proto(task), metrics="/tmp/m.jsonl", real_gpus=False)
+        assert plan == replace(
+            task, config=replace(task.config, metrics="/tmp/m.jsonl", device="cpu")
+        )
+        assert plan.job_id == spec.job_id and math.isfinite(plan.config.lr)
 
 
 @settings(max_examples=200, deadline=None)
@@ -262,15 +267,14 @@ def test_edge_values_that_intake_accepts_also_train(
         step=0,
         cursor=0,
         rendezvous="127.0.0.1:0",
-        defaults=TaskDefaults(checkpoint_root=str(tmp_path / "ckpt")),
+        settings=TaskSettings(checkpoint_root=str(tmp_path / "ckpt")),
     )
     (task,) = tasks.values()
-    task.stop_step = 3
-    cfg = train_config(task, metrics=str(tmp_path / "m.jsonl"), real_gpus=False)
+    task = replace(task, config=replace(task.config, stop_step=3))
+    cfg = task_plan(task_to_proto(task), metrics=str(tmp_path / "m.jsonl"), real_gpus=False).config
     from mlsched.trainers.launch import free_port
 
-    cfg_args = [*cfg.to_args()]
-    cfg_args[cfg_args.index("--rendezvous") + 1] = f"127.0.0.1:{free_port()}"
+    cfg_args = replace(cfg, rendezvous=f"127.0.0.1:{free_port()}").to_args()
     done = subprocess.run(
         [sys.executable, "-m", "mlsched.trainers", *cfg_args],
         capture_output=True,

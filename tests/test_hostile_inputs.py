@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mlsched.controller.intake import parse_jobs
-from mlsched.controller.runs import TaskDefaults, render_tasks
+from mlsched.controller.runs import TaskSettings, render_tasks
 from mlsched.core.documents import MAX_DEPTH
 from mlsched.core.errors import MAX_MESSAGE, SpecError
 from mlsched.core.ids import check_id, contained
@@ -74,9 +74,9 @@ def test_checkpoint_dir_of_a_job_stays_under_the_root(tmp_path: Path) -> None:
         step=0,
         cursor=0,
         rendezvous="127.0.0.1:1",
-        defaults=TaskDefaults(checkpoint_root=str(tmp_path)),
+        settings=TaskSettings(checkpoint_root=str(tmp_path)),
     )
-    dirs = {t.checkpoint_dir for t in tasks.values()}
+    dirs = {t.config.checkpoint_dir for t in tasks.values()}
     assert dirs == {str((tmp_path / "j1").resolve())}
     with pytest.raises(SpecError):  # an id that bypassed validation still cannot escape
         check_id("..", "job_id")

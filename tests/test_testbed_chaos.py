@@ -22,6 +22,7 @@ from cluster_helpers import (
     wait_for,
 )
 
+from mlsched.trainers.launch import flag_value
 from mlsched.v1 import jobs_pb2
 
 pytestmark = pytest.mark.slow
@@ -49,14 +50,10 @@ def _trainers(job_id: str, role: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        ours = "mlsched.trainers" in cmd and _arg(cmd, "--job-id") == job_id
-        if ours and _arg(cmd, "--role") == role:
+        ours = "mlsched.trainers" in cmd and flag_value(cmd, "--job-id") == job_id
+        if ours and flag_value(cmd, "--role") == role:
             out.append(p)
     return out
-
-
-def _arg(cmd: list[str], flag: str) -> str | None:
-    return cmd[cmd.index(flag) + 1] if flag in cmd[:-1] else None
 
 
 def _host_agent(tmp: Path, job_id: str, gen: int, task: str) -> int:
@@ -101,7 +98,7 @@ def test_worker_agent_and_controller_killed_in_one_run(tmp_path: Path) -> None:
             # 2. The machine running the ring job's rank goes down mid-slot.
             wait_for(lambda: trained("ring", 0.3), 90, "ring to train 30 %")
             victim = _host_agent(
-                tmp_path, "ring", _jobs(address)["ring"].failed_generations + 1, "r0"
+                tmp_path, "ring", _jobs(address)["ring"].failed_generations + 1, "n0"
             )
             kill_tree(agent_procs[victim].pid, signal.SIGKILL)
             wait_for(

@@ -10,6 +10,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from cluster_helpers import (
@@ -33,6 +34,8 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView
+from mlsched.trainers.allreduce.horovod import horovod_available
+from mlsched.trainers.launch import flag_value, is_trainer
 from mlsched.v1 import jobs_pb2
 
 pytestmark = pytest.mark.slow
@@ -102,25 +105,46 @@ def _checkpoints(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
     ]
 
 
-def test_relayout_between_slots_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+LAUNCHES = [
+    pytest.param({"launcher": "direct"}, "r", id="direct"),
+    pytest.param({"launcher": "torchrun"}, "n", id="torchrun"),
+    pytest.param(
+        {"backend": "horovod"},
+        "n",
+        id="horovod",
+        marks=pytest.mark.skipif(
+            not horovod_available(), reason="Horovod is not installed (`make horovod`)"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("launch", "tag"), LAUNCHES)
+def test_relayout_between_slots_resumes_from_the_checkpoint(
+    tmp_path: Path, launch: dict[str, str], tag: str
+) -> None:
+    """One rank, then one on each of two agents: the same for a rank per process (direct),
+    a torchrun per node and Horovod's ranks per node (one rank per node here, so the task
+    ids differ only in their tag)."""
     ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-relayout")
     total = 1200
+    job = mlp_job("grow", units=total, **slow(**launch))
     try:
         with agents(ctl.address, tmp_path, 2):
-            ctl.submit(yaml.safe_dump([mlp_job("grow", units=total, **SLOW)]))
+            ctl.submit(yaml.safe_dump([job]))
             status = finished(ctl.address, "grow", 90, "the job to finish")
             assert status.state == "done", (status.state, status.reason)
             assert status.progress == status.total_work == total
             assert status.restarts >= 1
             # Generation 1: one rank, stopped by the re-layout at a checkpoint mid-way.
-            (g1,) = metrics(tmp_path, "grow.g1.r0")
+            (g1,) = metrics(tmp_path, f"grow.g1.{tag}0")
             assert _events(g1, "start") == [0]
             ((step1, cursor1),) = _checkpoints(g1)
             assert 0 < step1 < total
             assert cursor1 == step1  # one worker: one mini-batch per step
             assert _iters(g1)[-1] == step1 - 1
             # Generation 2: two ranks on two agents, both from that checkpoint.
-            g2 = metrics(tmp_path, "grow.g2.r0") + metrics(tmp_path, "grow.g2.r1")
+            g2 = metrics(tmp_path, f"grow.g2.{tag}0") + metrics(tmp_path, f"grow.g2.{tag}1")
             assert len(g2) == 2
             for records in g2:
                 assert _events(records, "start") == [step1]
@@ -130,13 +154,50 @@ def test_relayout_between_slots_resumes_from_the_checkpoint(tmp_path: Path) -> N
             ((step2, cursor2),) = _checkpoints(g2[0])
             assert cursor2 == cursor1 + 2 * (step2 - step1)
             assert total <= cursor2 <= total + 1
-            assert metrics(tmp_path, "grow.g3.r0") == []  # no other relaunch
+            assert metrics(tmp_path, f"grow.g3.{tag}0") == []  # no other relaunch
             # The store saw the relaunch cost and both layouts.
             rows = ctl.store.progress("grow")
             assert any(r["restart_s"] > 0 for r in rows), rows
             assert rows[-1]["finished"]
             layouts = {len(a["placement"]["layout"]) for a in ctl.store.allocations(job_id="grow")}
             assert layouts == {1, 2}
+    finally:
+        ctl.stop()
+
+
+@pytest.mark.parametrize(("launch", "tag"), LAUNCHES[1:])
+def test_a_lost_rank_fails_its_generation_and_the_job_resumes(
+    tmp_path: Path, launch: dict[str, str], tag: str
+) -> None:
+    """A rank of a job spread over two nodes is killed: its launcher (torchrun, the Horovod
+    node launcher) exits with an error, the other node's rank loses its peer, the generation
+    fails, and the next one resumes from the last checkpoint and finishes the job."""
+    ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-relayout")
+    total = 2400
+    job = mlp_job("grow", units=total, **slow(checkpoint_every_s=0.5, **launch))
+    try:
+        with agents(ctl.address, tmp_path, 2):
+            ctl.submit(yaml.safe_dump([job]))
+            wait_for(
+                lambda: any(_iters(r) for r in metrics(tmp_path, f"grow.g2.{tag}1")),
+                90,
+                "the two-node generation to train",
+            )
+            (victim,) = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if is_trainer(cmd := p.info["cmdline"] or [])
+                and f"grow.g2.{tag}1" in (flag_value(cmd, "--metrics") or "")
+            ]
+            victim.kill()
+            status = finished(ctl.address, "grow", 120, "the job to finish")
+            assert status.state == "done", (status.state, status.reason)
+            assert status.progress == status.total_work == total
+            assert status.failed_generations >= 1
+            # Both nodes' launchers of the failed generation exited with an error, and a
+            # later generation started from a checkpoint the failed one wrote.
+            g3 = metrics(tmp_path, f"grow.g3.{tag}0")
+            assert g3 and _events(g3[0], "start")[0] > 0
     finally:
         ctl.stop()
 
@@ -150,12 +211,12 @@ def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None
             # Generation 1 trains and is moved (checkpointing); generation 2 trains on the
             # other agent: that machine goes down.
             wait_for(
-                lambda: any(_iters(r) for r in metrics(tmp_path, "hop.g2.r0")),
+                lambda: any(_iters(r) for r in metrics(tmp_path, "hop.g2.n0")),
                 60,
                 "generation 2 to train",
                 every=0.2,
             )
-            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/hop.g2.r0")]
+            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/hop.g2.n0")]
             (survivor,) = {"agent0", "agent1"} - {victim}
             status = job_status(ctl.address, "hop")
             assert status.state == "running"
@@ -175,14 +236,14 @@ def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None
             assert status.progress == status.total_work == total
             # Generation 2 died without a checkpoint: generation 3, on the survivor,
             # resumed from generation 1's.
-            (g1,) = metrics(tmp_path, "hop.g1.r0")
+            (g1,) = metrics(tmp_path, "hop.g1.n0")
             ((step1, _),) = _checkpoints(g1)
             assert step1 > 0
-            (g2,) = metrics(tmp_path, "hop.g2.r0")
+            (g2,) = metrics(tmp_path, "hop.g2.n0")
             assert _checkpoints(g2) == []
-            assert not (tmp_path / survivor / "hop.g2.r0").exists()
-            assert (tmp_path / survivor / "hop.g3.r0").exists()
-            (g3,) = metrics(tmp_path, "hop.g3.r0")
+            assert not (tmp_path / survivor / "hop.g2.n0").exists()
+            assert (tmp_path / survivor / "hop.g3.n0").exists()
+            (g3,) = metrics(tmp_path, "hop.g3.n0")
             assert _events(g3, "start") == [step1]
             ((_, cursor3),) = _checkpoints(g3)
             assert cursor3 == total
@@ -247,8 +308,8 @@ def test_controller_killed_and_restarted_loses_no_admitted_job(tmp_path: Path) -
             running = [j for j, s in before.items() if s.state == "running"]
             assert running
             for job_id in running:
-                assert metrics(tmp_path, f"{job_id}.g2.r0") == [], job_id
-                (records,) = metrics(tmp_path, f"{job_id}.g1.r0")
+                assert metrics(tmp_path, f"{job_id}.g2.n0") == [], job_id
+                (records,) = metrics(tmp_path, f"{job_id}.g1.n0")
                 assert _checkpoints(records)[-1][1] == total
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)
@@ -288,7 +349,7 @@ def test_agent_loss_is_noticed_within_its_timeout_and_status_tells_the_truth(
         with agents(ctl.address, tmp_path, 2) as procs:
             ctl.submit(yaml.safe_dump([mlp_job("long", units=10**6, **SLOW)]))
             wait_for(
-                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g1.r0")),
+                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g1.n0")),
                 30,
                 "generation 1 to train",
             )
@@ -301,7 +362,7 @@ def test_agent_loss_is_noticed_within_its_timeout_and_status_tells_the_truth(
             status = job_status(ctl.address, "long")
             assert status.state == "running", (status.state, status.reason)
             assert ctl.engine is not None and ctl.engine.slot <= 1
-            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/long.g1.r0")]
+            (victim,) = [p.parent.name for p in tmp_path.glob("agent*/long.g1.n0")]
             (survivor,) = {"agent0", "agent1"} - {victim}
             kill_tree(procs[int(victim.removeprefix("agent"))].pid, signal.SIGKILL)
             killed = time.monotonic()
@@ -330,11 +391,11 @@ def test_agent_loss_is_noticed_within_its_timeout_and_status_tells_the_truth(
             assert victim in job_status(ctl.address, "long").reason
             # Re-placed on the survivor at the next boundary (from step 0: no checkpoint).
             wait_for(
-                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g2.r0")),
+                lambda: any(_iters(r) for r in metrics(tmp_path, "long.g2.n0")),
                 40,
                 "generation 2 to train on the survivor",
             )
-            assert (tmp_path / survivor / "long.g2.r0").exists()
+            assert (tmp_path / survivor / "long.g2.n0").exists()
             status = job_status(ctl.address, "long")
             assert status.state == "running"
             assert [p.agent_id for p in status.placement] == [survivor]

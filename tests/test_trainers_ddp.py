@@ -22,8 +22,8 @@ from trainer_helpers import (
     steps_of,
 )
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, latest_step
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.launch import JobOutcome, commands, launch
 
 STOP = 40

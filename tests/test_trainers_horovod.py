@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from mlsched.core.train_config import Backend, TrainConfig
 from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.checkpoint import latest_step, load_latest
-from mlsched.trainers.config import Backend, TrainConfig
 from mlsched.trainers.launch import JobOutcome, launch
 
 pytestmark = [

@@ -23,8 +23,8 @@ from trainer_helpers import (
     with_port,
 )
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import Periodic
-from mlsched.trainers.config import TrainConfig
 
 BIG = 1_000_000
 EVERY = 15  # steps between periodic checkpoints

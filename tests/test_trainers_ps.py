@@ -32,9 +32,9 @@ from trainer_helpers import (
 )
 
 from mlsched.cli import main as mlsched_main
+from mlsched.core.train_config import Backend, Role, TrainConfig
 from mlsched.trainers.__main__ import build_parser, config_from_args
 from mlsched.trainers.checkpoint import TrainState, latest_step
-from mlsched.trainers.config import Backend, Role, TrainConfig
 from mlsched.trainers.launch import launch
 
 STOP = 40

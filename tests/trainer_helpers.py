@@ -23,9 +23,9 @@ from typing import Any
 import psutil
 import torch
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, load_latest
 from mlsched.trainers.common import build_trainee, restore
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.launch import commands, free_port
 from mlsched.trainers.models import build_model
 from mlsched.trainers.ps.protocol import HEADER

@@ -7,7 +7,7 @@
 
 from mlsched.agent.daemon import Agent, AgentError
 from mlsched.agent.discovery import NodeInfo, discover, to_register_request
-from mlsched.agent.task import TaskProcess, train_config
+from mlsched.agent.task import TaskProcess, task_plan
 
 __all__ = [
     "Agent",
@@ -15,6 +15,6 @@ __all__ = [
     "NodeInfo",
     "TaskProcess",
     "discover",
+    "task_plan",
     "to_register_request",
-    "train_config",
 ]

@@ -4,6 +4,9 @@ The trainer appends JSON lines (see :mod:`mlsched.trainers.metrics`); each :meth
 reads only what was appended since the last one, and only complete lines (a flush may end
 mid-line while the agent reads). Totals are cumulative since the task started, so the
 controller loses nothing when a heartbeat is lost: it takes differences.
+
+A torchrun or Horovod task's ranks share one file: each rank's first ``warmup`` iterations
+are left out of the timed totals, and steps and checkpoints are the furthest any rank got.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class MetricsTail:
         self.warmup = max(0, warmup)
         self.offset = offset
         self.iterations = 0
+        self._seen: dict[tuple[str, int], int] = {}  # iterations per (role, rank)
         self.timed_iterations = 0
         self.compute_s = 0.0
         self.comm_s = 0.0
@@ -74,14 +78,16 @@ class MetricsTail:
         kind = rec.get("type")
         if kind == "iter":
             self.iterations += 1
-            if self.iterations > self.warmup:
+            key = (str(rec.get("role", "")), int(rec.get("rank", 0)))
+            self._seen[key] = self._seen.get(key, 0) + 1
+            if self._seen[key] > self.warmup:
                 self.timed_iterations += 1
                 self.compute_s += float(rec.get("compute_time", 0.0))
                 self.comm_s += float(rec.get("comm_time", 0.0))
             self.bytes_sent += float(rec.get("bytes_sent", 0.0))
             self.bytes_recv += float(rec.get("bytes_recv", 0.0))
             self.last_loss = float(rec.get("loss", 0.0))
-            self.last_step = int(rec.get("step", self.last_step))
+            self.last_step = max(self.last_step, int(rec.get("step", self.last_step)))
             t = float(rec.get("t", 0.0))
             if self.first_unix == 0.0:
                 self.first_unix = t
@@ -90,7 +96,7 @@ class MetricsTail:
             event = rec.get("event")
             if event == "start":
                 self.start_step = int(rec.get("step", 0))
-            elif event == "checkpoint":
+            elif event == "checkpoint" and int(rec.get("step", -1)) >= self.checkpoint_step:
                 self.checkpoint_step = int(rec.get("step", -1))
                 self.checkpoint_cursor = int(rec.get("data_cursor", -1))
         elif kind == "summary":

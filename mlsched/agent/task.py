@@ -1,36 +1,41 @@
-"""One task the controller asked for: a ``python -m mlsched.trainers`` process and its state.
+"""One task the controller asked for: a process tree the agent starts, stops and measures.
 
-The process runs in its own session (its own process group), so a stop reaches whatever it
-started and never the agent. Its output goes to ``{workdir}/{task_id}/log.txt`` and its
-metrics to ``{workdir}/{task_id}/metrics.jsonl``, which :class:`MetricsTail` follows.
+A task is one trainer process (a PS role, a PS worker, a directly launched DDP rank), one
+torchrun with the node's DDP ranks, or one Horovod node launcher with the node's Horovod
+ranks (:func:`mlsched.trainers.launch.node_command`). It runs in its own session (its own
+process group), so a stop reaches whatever it started and never the agent. Its output goes
+to ``{workdir}/{task_id}/log.txt`` and its ranks' metrics to
+``{workdir}/{task_id}/metrics.jsonl``, which :class:`MetricsTail` follows.
 
-A stop is SIGTERM to the group (the trainer finishes its step, checkpoints and exits 0),
-then SIGKILL to the group once ``grace_s`` has passed; the deadline is checked on each
-:meth:`TaskProcess.poll`, so nothing here blocks.
+A stop is SIGTERM (the trainers finish their step, checkpoint and exit 0), then SIGKILL to
+the group once ``grace_s`` has passed; the deadline is checked on each
+:meth:`TaskProcess.poll`, so nothing here blocks. Under torchrun the SIGTERM goes to the
+ranks only: torchrun counts a signal of its own as a failure even when its ranks stop
+cleanly, and exits 0 once they have.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from mlsched.agent.measurement import MetricsTail
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id, check_under
-from mlsched.trainers.config import Role, TrainConfig
-from mlsched.v1 import agent_pb2, common_pb2
+from mlsched.core.tasks import LaunchKind, TaskPlan
+from mlsched.net.task_wire import task_from_proto
+from mlsched.trainers.launch import is_trainer, node_command
+from mlsched.v1 import agent_pb2
 
-__all__ = ["MAX_TASK_ID_LEN", "TaskProcess", "train_config"]
+__all__ = ["MAX_TASK_ID_LEN", "TaskProcess", "task_plan"]
 
 #: A task id is ``<job id>.g<generation>.<role><rank>``: a job id plus a short suffix.
 MAX_TASK_ID_LEN = 192
@@ -40,71 +45,24 @@ RUNNING = agent_pb2.TASK_STATE_RUNNING
 STOPPING = agent_pb2.TASK_STATE_STOPPING
 EXITED = agent_pb2.TASK_STATE_EXITED
 
-_ROLES = {
-    common_pb2.TASK_ROLE_WORKER: Role.WORKER,
-    common_pb2.TASK_ROLE_PS: Role.PS,
-    common_pb2.TASK_ROLE_RANK: Role.RANK,
-}
-# Plumbing fields where proto3's 0 means "not set" (0 is never a valid value): they take the
-# trainer's default. Fields the arch ignores (mode for all-reduce, backend for PS) may be
-# empty. Everything else is passed as given, so a missing value fails naming the field.
-_DEFAULT_WHEN_ZERO = ("threads", "timeout_s", "num_classes", "image_size", "checkpoint_keep")
-_DEFAULTS: dict[str, Any] = {
-    f.name: f.default
-    for f in dataclasses.fields(TrainConfig)
-    if f.default is not dataclasses.MISSING
-}
 
-
-def train_config(
+def task_plan(
     spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool, checkpoint_root: str = ""
-) -> TrainConfig:
-    """The trainer parameters of ``spec``; raises :class:`SpecError` naming a bad field.
+) -> TaskPlan:
+    """What ``spec`` asks this agent to run, with this agent's metrics file and device;
+    raises :class:`SpecError` naming a bad field.
 
-    The controller is trusted to send what it validated, but not blindly: ids are checked
-    again, and with a ``checkpoint_root`` the checkpoint directory must resolve under it.
+    The controller is trusted to send what it validated, but not blindly: the whole
+    configuration is validated again, ids are checked, and with a ``checkpoint_root`` the
+    checkpoint directory must resolve under it.
     """
     check_id(spec.task_id, "task_id", max_len=MAX_TASK_ID_LEN)
-    check_id(spec.job_id, "job_id")
+    plan = task_from_proto(spec)
     if checkpoint_root:
-        check_under(checkpoint_root, spec.checkpoint_dir, field="checkpoint_dir")
-    role = _ROLES.get(spec.role)
-    if role is None:
-        if spec.arch == "ps":
-            raise SpecError("role", common_pb2.TaskRole.Name(spec.role), "worker or ps")
-        role = Role.RANK
-    use_gpu = real_gpus and bool(spec.gpu_indices) and spec.device != "cpu"
-    values: dict[str, Any] = {
-        name: getattr(spec, name) or _DEFAULTS[name] for name in _DEFAULT_WHEN_ZERO
-    }
-    values["backend"] = spec.backend or ("ddp" if spec.arch == "ps" else "")
-    for name in ("checkpoint_every_s", "checkpoint_every_steps"):
-        values[name] = getattr(spec, name) if spec.HasField(name) else _DEFAULTS[name]
-    return TrainConfig(
-        model=spec.model,
-        arch=spec.arch,
-        mode=spec.mode or ("sync" if spec.arch == "allreduce" else ""),
-        role=role,
-        rank=spec.rank,
-        num_workers=spec.num_workers,
-        num_ps=spec.num_ps,
-        rendezvous=spec.rendezvous,
-        stop_step=spec.stop_step,
-        checkpoint_dir=spec.checkpoint_dir,
-        metrics=metrics,
-        batch_size=spec.batch_size,
-        lr=spec.lr,
-        momentum=spec.momentum,
-        weight_decay=spec.weight_decay,
-        dataset=spec.dataset,
-        data_path=spec.data_path or None,
-        num_samples=spec.num_samples,
-        seed=spec.seed,
-        device="cuda" if use_gpu else "cpu",
-        job_id=spec.job_id,
-        overlap=spec.overlap,
-        **values,
-    )
+        check_under(checkpoint_root, plan.config.checkpoint_dir, field="checkpoint_dir")
+    use_gpu = real_gpus and bool(plan.gpu_indices) and plan.config.device != "cpu"
+    config = replace(plan.config, metrics=metrics, device="cuda" if use_gpu else "cpu")
+    return replace(plan, config=config)
 
 
 def _dir_name(task_id: str) -> str:
@@ -145,10 +103,13 @@ class TaskProcess:
         self.metrics_path = self.dir / "metrics.jsonl"
         self.tail = MetricsTail(self.metrics_path, warmup=warmup)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.plan: TaskPlan | None = None
+        self.stop_step = spec.config.stop_step
         self.state = STARTING
         self.exit_code = 0
         self.exit_reason = ""
         self._ps: psutil.Process | None = None
+        self._tree: dict[int, psutil.Process] = {}
         self._kill_at: float | None = None
         self._killed = False
         self._lease_stop = False
@@ -161,12 +122,14 @@ class TaskProcess:
         is this task's failure, reported with its reason.
         """
         try:
-            cfg = train_config(
+            plan = self.plan = task_plan(
                 self.spec,
                 metrics=str(self.metrics_path),
                 real_gpus=self.real_gpus,
                 checkpoint_root=self.checkpoint_root,
             )
+            cfg = plan.config
+            cmd = node_command(cfg, plan.node, log_dir=str(self.dir / "launcher"))
         except SpecError as err:
             return self._fail(f"invalid task spec: {err}")
         except Exception as err:  # a spec no validation anticipated
@@ -175,8 +138,7 @@ class TaskProcess:
         if self.interface:
             env["GLOO_SOCKET_IFNAME"] = self.interface
         if cfg.device == "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.spec.gpu_indices)
-        cmd = [sys.executable, "-m", "mlsched.trainers", *cfg.to_args()]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in plan.gpu_indices)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # A task id seen by an earlier agent run: measure only this run's lines.
@@ -196,6 +158,7 @@ class TaskProcess:
         with contextlib.suppress(psutil.Error):
             self._ps = psutil.Process(self.proc.pid)
             self._ps.cpu_percent(None)  # prime: the next call measures from here
+            self._tree = {self._ps.pid: self._ps}
         return self
 
     def _fail(self, reason: str) -> TaskProcess:
@@ -215,9 +178,34 @@ class TaskProcess:
         if self.proc is None or self.exited or self.stopping:
             return
         self._lease_stop = lease
-        self._signal(signal.SIGTERM)
+        ranks = self._ranks() if self._launcher is LaunchKind.TORCHRUN else []
+        if ranks:
+            for rank in ranks:
+                with contextlib.suppress(psutil.Error):
+                    rank.send_signal(signal.SIGTERM)
+        else:
+            self._signal(signal.SIGTERM)
         self._kill_at = time.monotonic() + grace_s
         self.state = STOPPING
+
+    @property
+    def _launcher(self) -> LaunchKind:
+        return self.plan.node.launcher if self.plan is not None else LaunchKind.DIRECT
+
+    def _ranks(self) -> list[psutil.Process]:
+        """The trainer processes under the task's launcher (``-m mlsched.trainers``)."""
+        if self._ps is None:
+            return []
+        try:
+            children = self._ps.children(recursive=True)
+        except psutil.Error:
+            return []
+        out = []
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                if is_trainer(child.cmdline()):
+                    out.append(child)
+        return out
 
     def kill(self) -> None:
         """SIGKILL the process group now."""
@@ -261,15 +249,16 @@ class TaskProcess:
                 final = int(tail.summary.get("final_step", tail.last_step + 1))
             else:
                 final = tail.checkpoint_step if tail.checkpoint_step >= 0 else tail.last_step + 1
-            if final >= self.spec.stop_step:
+            if final >= self.stop_step:
                 return "completed"
             return f"{prefix}stopped at step {final}"
         summary = tail.summary or {}
-        if int(summary.get("final_step", -1)) >= self.spec.stop_step:
+        if int(summary.get("final_step", -1)) >= self.stop_step:
             # Trained, checkpointed and summarised; a signal landed during interpreter exit.
             return "completed"
-        if code == -signal.SIGTERM and self.stopping:
-            # SIGTERM came before the trainer installed its handler: nothing to checkpoint.
+        if self.stopping and (code == -signal.SIGTERM or not tail.started):
+            # SIGTERM came before the trainer installed its handler (or before a launcher
+            # started its ranks): nothing to checkpoint.
             return f"{prefix}stopped before training started"
         text = tail.error or _last_line(self.log_path)
         if code < 0:
@@ -285,15 +274,28 @@ class TaskProcess:
         self.tail.update()
         return self.tail.to_proto()
 
-    def status(self) -> agent_pb2.TaskStatus:
+    def _usage(self) -> tuple[float, int]:
+        """CPU percent and resident bytes of the task's whole process tree (a launcher's
+        ranks included), each process measured since the previous call."""
+        if self._ps is None or self.exited:
+            return 0.0, 0
+        try:
+            procs = [self._ps, *self._ps.children(recursive=True)]
+        except psutil.Error:  # exited between poll and now
+            return 0.0, 0
         cpu, rss = 0.0, 0
-        if self._ps is not None and not self.exited:
-            try:
-                with self._ps.oneshot():
-                    cpu = self._ps.cpu_percent(None)
-                    rss = self._ps.memory_info().rss
-            except psutil.Error:  # exited between poll and now
-                pass
+        known = {}
+        for proc in procs:
+            proc = self._tree.get(proc.pid, proc)
+            known[proc.pid] = proc
+            with contextlib.suppress(psutil.Error), proc.oneshot():
+                cpu += proc.cpu_percent(None)  # 0.0 on a process's first call
+                rss += proc.memory_info().rss
+        self._tree = known
+        return cpu, rss
+
+    def status(self) -> agent_pb2.TaskStatus:
+        cpu, rss = self._usage()
         return agent_pb2.TaskStatus(
             task_id=self.task_id,
             job_id=self.spec.job_id,

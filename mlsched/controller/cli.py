@@ -280,7 +280,8 @@ def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
 
 def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
     head = (
-        f"{'job':<14} {'state':<10} {'admitted':<8} {'progress':>13} {'slots':>5} {'iters':>6} "
+        f"{'job':<14} {'launch':<8} {'state':<10} {'admitted':<8} {'progress':>13} {'slots':>5} "
+        f"{'iters':>6} "
         f"{'restarts':>8} {'fails':>5} {'lost':>6} {'pred s/it':>9} {'meas s/it':>9}  placement"
     )
     rows = [head, "-" * len(head)]
@@ -291,7 +292,8 @@ def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
         meas = f"{j.measured_iteration_s:.3f}" if j.measured_iteration_s else "-"
         admitted = f"slot {j.admitted_slot}" if j.admitted else "no"
         rows.append(
-            f"{j.job_id:<14} {j.state:<10} {admitted:<8} {j.progress:>6.0f} {pct:>5.1f}% "
+            f"{j.job_id:<14} {j.launch or '-':<8} {j.state:<10} {admitted:<8} "
+            f"{j.progress:>6.0f} {pct:>5.1f}% "
             f"{j.slots_run:>5} "
             f"{j.iterations:>6} {j.restarts:>8} {j.failed_generations:>5} {j.lost_steps:>6} "
             f"{pred:>9} {meas:>9}  {where}"

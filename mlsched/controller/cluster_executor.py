@@ -27,15 +27,16 @@ from mlsched.controller.runs import (
     Generation,
     JobRun,
     Layout,
-    TaskDefaults,
+    TaskSettings,
     render_tasks,
     store_host,
 )
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.net.task_wire import task_to_proto
 from mlsched.perfmodel.base import Measurement
-from mlsched.v1 import agent_pb2, common_pb2
+from mlsched.v1 import agent_pb2
 
 __all__ = ["ClusterExecutor"]
 
@@ -70,7 +71,7 @@ class ClusterExecutor(Executor):
         agents: AgentRegistry,
         *,
         slot_seconds: float,
-        defaults: TaskDefaults,
+        settings: TaskSettings,
         lease_s: float = 120.0,
         max_failures: int = 3,
         on_change: Callable[[str, dict[str, Any] | None], None] | None = None,
@@ -78,7 +79,7 @@ class ClusterExecutor(Executor):
     ) -> None:
         self.agents = agents
         self.slot_seconds = float(slot_seconds)
-        self.defaults = defaults
+        self.settings = settings
         self.lease_s = lease_s
         self.max_failures = max_failures
         self.on_change = on_change  # persists a run (job id, run dict or None)
@@ -246,12 +247,9 @@ class ClusterExecutor(Executor):
                 gen = run.gen
                 if gen is None or gen.draining:
                     continue
-                for task_id, spec in gen.tasks.items():
+                for task_id, plan in gen.tasks.items():
                     if gen.agent_of[task_id] == agent_id:
-                        copy = agent_pb2.TaskSpec()
-                        copy.CopyFrom(spec)
-                        copy.lease_expires_unix = lease
-                        out.append(copy)
+                        out.append(task_to_proto(plan, lease_expires_unix=lease))
             return out
 
     def reconcile(self) -> None:
@@ -401,7 +399,7 @@ class ClusterExecutor(Executor):
             step=run.step,
             cursor=run.cursor,
             rendezvous=f"{host_agent.host}:{port}",
-            defaults=self.defaults,
+            settings=self.settings,
             gpu_indices=self._gpu_indices(job, layout),
         )
         run.gen = Generation(
@@ -527,8 +525,8 @@ class ClusterExecutor(Executor):
         """Per-iteration means over the slot, from the workers' cumulative counters."""
         delta = [0.0] * len(COUNTERS)
         for s in statuses:
-            role = gen.tasks[s.task_id].role if s.task_id in gen.tasks else None
-            if role == common_pb2.TASK_ROLE_PS:
+            plan = gen.tasks.get(s.task_id)
+            if plan is None or not plan.computes:
                 continue
             now = tuple(float(getattr(s.measurement, c)) for c in COUNTERS)
             before = run.seen.get(s.task_id, (0.0,) * len(COUNTERS))
@@ -560,7 +558,7 @@ class ClusterExecutor(Executor):
         if gen.restart_reported or gen.trigger_at is None:
             return None
         firsts = [s.measurement.first_iteration_unix for s in statuses if s.measurement.iterations]
-        computing = sum(1 for t in gen.tasks.values() if t.role != common_pb2.TASK_ROLE_PS)
+        computing = sum(1 for t in gen.tasks.values() if t.computes)
         if not firsts or len(firsts) < computing:
             return None
         gen.restart_reported = True

@@ -8,21 +8,16 @@ accepts. One bad field fails the whole document, naming ``jobs[i].field``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
-from typing import Any
 
 from mlsched.controller.parsing import DocumentParser
-from mlsched.controller.runs import data_path
+from mlsched.controller.runs import TaskSettings, job_config
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_JOBS_PER_DOCUMENT
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.models import check_input, model_names
 
 __all__ = ["check_trainable", "parse_jobs"]
-
-_TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
 def parse_jobs(
@@ -78,18 +73,8 @@ def check_trainable(job: JobSpec, prefix: str, *, data_root: str = "") -> None:
             job.global_batch,
             "null on the testbed (trainers use a fixed per-worker batch_size)",
         )
-    settings: dict[str, Any] = {k: v for k, v in job.training.items() if k in _TRAIN_FIELDS}
     try:
-        path = data_path(job, data_root)
-        cfg = TrainConfig(
-            model=job.model,
-            arch=job.arch.value,
-            mode=job.sync.value,
-            checkpoint_dir="/tmp/check",
-            batch_size=job.batch_size,
-            job_id=job.job_id,
-            **{**settings, "data_path": path or None},
-        )
+        cfg = job_config(job, TaskSettings(checkpoint_root="/", data_root=data_root))
         check_input(cfg.model, cfg.image_size, cfg.num_classes)
     except SpecError as err:
         field = err.field.removeprefix("training.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from google.protobuf import json_format
@@ -19,9 +19,22 @@ from google.protobuf import json_format
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
-from mlsched.v1 import agent_pb2, common_pb2
+from mlsched.core.tasks import LaunchKind, NodeLaunch, TaskPlan, launch_kind
+from mlsched.core.train_config import Role, TrainConfig
+from mlsched.v1 import agent_pb2
 
-__all__ = ["Generation", "JobRun", "Layout", "render_tasks", "units_per_step"]
+__all__ = [
+    "Generation",
+    "JobRun",
+    "Layout",
+    "TaskSettings",
+    "job_config",
+    "launch_name",
+    "plan_from_dict",
+    "plan_to_dict",
+    "render_tasks",
+    "units_per_step",
+]
 
 #: (agent id, workers, PSs) per agent, in the cluster's server order.
 Layout = tuple[tuple[str, int, int], ...]
@@ -42,7 +55,7 @@ class Generation:
     start_cursor: int
     stop_step: int
     ups: int  # units (mini-batches) per step
-    tasks: dict[str, agent_pb2.TaskSpec]
+    tasks: dict[str, TaskPlan]
     agent_of: dict[str, str]
     ports: list[tuple[str, int]]
     launched_at: float = field(default_factory=time.time)
@@ -63,7 +76,7 @@ class Generation:
             "start_cursor": self.start_cursor,
             "stop_step": self.stop_step,
             "ups": self.ups,
-            "tasks": {k: json_format.MessageToDict(v) for k, v in self.tasks.items()},
+            "tasks": {k: plan_to_dict(v) for k, v in self.tasks.items()},
             "agent_of": self.agent_of,
             "ports": [list(p) for p in self.ports],
             "launched_at": self.launched_at,
@@ -76,7 +89,7 @@ class Generation:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Generation:
-        tasks = {k: json_format.ParseDict(v, agent_pb2.TaskSpec()) for k, v in raw["tasks"].items()}
+        tasks = {k: plan_from_dict(v) for k, v in raw["tasks"].items()}
         return cls(
             number=raw["number"],
             layout=tuple((str(a), int(w), int(p)) for a, w, p in raw["layout"]),
@@ -154,19 +167,57 @@ def stop_step_for(job: JobSpec, step: int, cursor: int, ups: int) -> int:
     return step + math.ceil(left / ups - 1e-9)
 
 
+def plan_to_dict(plan: TaskPlan) -> dict[str, Any]:
+    """A task as the store keeps it: explicit fields, the trainer's as :class:`TrainConfig`
+    names them (not a proto's JSON, so the wire can change without the stored rows)."""
+    return {
+        "task_id": plan.task_id,
+        "config": plan.config.to_dict(),
+        "launcher": plan.node.launcher.value,
+        "node_rank": plan.node.node_rank,
+        "node_sizes": list(plan.node.node_sizes),
+        "generation": plan.generation,
+        "gpu_indices": list(plan.gpu_indices),
+    }
+
+
+def plan_from_dict(raw: dict[str, Any]) -> TaskPlan:
+    """The task :func:`plan_to_dict` stored, validated again."""
+    return TaskPlan(
+        task_id=str(raw["task_id"]),
+        config=TrainConfig(**raw["config"]),
+        node=NodeLaunch(
+            LaunchKind.of(raw["launcher"]), int(raw["node_rank"]), tuple(raw["node_sizes"])
+        ),
+        generation=int(raw["generation"]),
+        gpu_indices=tuple(int(i) for i in raw["gpu_indices"]),
+    )
+
+
 @dataclass(frozen=True)
-class TaskDefaults:
-    """Controller-wide trainer settings a job's ``training`` mapping may override."""
+class TaskSettings:
+    """What the controller adds to every job's trainer configuration: where checkpoints
+    and data live, and the operator's settings for all jobs (None: the trainer's default).
+    A job's own ``training:`` settings win over these."""
 
     checkpoint_root: str
     data_root: str = ""  # where a job's relative training.data_path is resolved
-    timeout_s: float = 60.0
-    dataset: str = "synthetic"
-    num_samples: int = 2048
-    image_size: int = 32
-    threads: int = 1
-    checkpoint_every_s: float = 60.0
-    checkpoint_every_steps: int = 0
+    timeout_s: float | None = None
+    checkpoint_every_s: float | None = None
+
+    def for_job(self, job: JobSpec) -> dict[str, Any]:
+        """The trainer settings of ``job``: these, then the job's own."""
+        out: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("timeout_s", self.timeout_s),
+                ("checkpoint_every_s", self.checkpoint_every_s),
+            )
+            if v is not None
+        }
+        out.update(job.training)
+        out["data_path"] = data_path(job, self.data_root) or None
+        return out
 
 
 def data_path(job: JobSpec, data_root: str) -> str:
@@ -188,6 +239,33 @@ def checkpoint_interval(slot_seconds: float) -> float:
     return min(60.0, max(5.0, 0.05 * slot_seconds))
 
 
+def job_config(job: JobSpec, settings: TaskSettings, **plumbing: Any) -> TrainConfig:
+    """The trainer configuration of ``job``'s processes: the job's model, architecture and
+    batch size, the controller's settings, the job's ``training:`` settings, and the
+    ``plumbing`` of one launch (world size, rendezvous, stop step, role and rank)."""
+    values: dict[str, Any] = {
+        "job_id": job.job_id,
+        "model": job.model,
+        "arch": job.arch.value,
+        "mode": job.sync.value,
+        "num_ps": 1 if job.arch is Arch.PS else 0,
+        "checkpoint_dir": str(contained(settings.checkpoint_root, job.job_id, field="job_id")),
+        "batch_size": job.batch_size,
+        "device": "auto",
+    }
+    return TrainConfig(**{**values, **settings.for_job(job), **plumbing})
+
+
+def launch_name(job: JobSpec) -> str:
+    """How ``job``'s processes start, for tables: ``ps``, ``torchrun``, ``horovod`` or
+    ``direct`` (what :attr:`TaskPlan.launch` says of its tasks)."""
+    if job.arch is Arch.PS:
+        return "ps"
+    chosen = {k: job.training[k] for k in ("backend", "launcher") if k in job.training}
+    cfg = TrainConfig(model=job.model, arch="allreduce", checkpoint_dir="-", **chosen)
+    return launch_kind(cfg).value
+
+
 def render_tasks(
     job: JobSpec,
     layout: Layout,
@@ -196,74 +274,55 @@ def render_tasks(
     step: int,
     cursor: int,
     rendezvous: str,
-    defaults: TaskDefaults,
+    settings: TaskSettings,
     gpu_indices: dict[tuple[str, int], list[int]] | None = None,
-) -> tuple[dict[str, agent_pb2.TaskSpec], dict[str, str], int, int]:
-    """The tasks of one generation: (task id -> spec, task id -> agent id, stop step, ups).
+) -> tuple[dict[str, TaskPlan], dict[str, str], int, int]:
+    """The tasks of one generation: (task id -> plan, task id -> agent id, stop step, ups).
 
     PS jobs: PS ``k`` and worker ``w`` are numbered over the layout in server order (PS 0,
-    which hosts the rendezvous store, on the first agent with a PS); all-reduce jobs: ranks
-    in server order, rank 0 hosting the store.
+    which hosts the rendezvous store, on the first agent with a PS). All-reduce jobs: ranks
+    in server order, rank 0 hosting the store (``launcher: direct``: one task per rank), or
+    one task per agent (node) for torchrun and Horovod, node 0 hosting the rendezvous.
     """
     n_workers = sum(w for _, w, _ in layout)
     n_ps = sum(p for _, _, p in layout) if job.arch is Arch.PS else 0
     ups = units_per_step(job, n_workers)
     stop = stop_step_for(job, step, cursor, ups)
-    tr = dict(job.training)
-    common = {
-        "job_id": job.job_id,
-        "num_workers": n_workers,
-        "num_ps": n_ps,
-        "rendezvous": rendezvous,
-        "stop_step": stop,
-        "checkpoint_dir": str(contained(defaults.checkpoint_root, job.job_id, field="job_id")),
-        "model": job.model,
-        "arch": job.arch.value,
-        "mode": job.sync.value,
-        "backend": "ddp",
-        "batch_size": job.batch_size,
-        "lr": float(tr.get("lr", 0.05)),
-        "momentum": float(tr.get("momentum", 0.9)),
-        "weight_decay": float(tr.get("weight_decay", 5e-4)),
-        "dataset": str(tr.get("dataset", defaults.dataset)),
-        "data_path": data_path(job, defaults.data_root),
-        "num_samples": int(tr.get("num_samples", defaults.num_samples)),
-        "num_classes": int(tr.get("num_classes", 10)),
-        "image_size": int(tr.get("image_size", defaults.image_size)),
-        "threads": int(tr.get("threads", defaults.threads)),
-        "device": "auto",
-        "timeout_s": float(tr.get("timeout_s", defaults.timeout_s)),
-        "seed": int(tr.get("seed", 0)),
-        "overlap": bool(tr.get("overlap", False)),
-        "checkpoint_keep": int(tr.get("checkpoint_keep", 2)),
-        "checkpoint_every_s": float(tr.get("checkpoint_every_s", defaults.checkpoint_every_s)),
-        "checkpoint_every_steps": int(
-            tr.get("checkpoint_every_steps", defaults.checkpoint_every_steps)
-        ),
-        "generation": number,
-    }
-    tasks: dict[str, agent_pb2.TaskSpec] = {}
+    base = job_config(
+        job, settings, num_workers=n_workers, num_ps=n_ps, rendezvous=rendezvous, stop_step=stop
+    )
+    kind = launch_kind(base)
+    tasks: dict[str, TaskPlan] = {}
     agent_of: dict[str, str] = {}
     gpus = gpu_indices or {}
 
-    def add(role: int, tag: str, rank: int, agent: str, slot: int) -> None:
-        task_id = f"{job.job_id}.g{number}.{tag}{rank}"
-        spec = agent_pb2.TaskSpec(task_id=task_id, role=role, rank=rank, **common)  # type: ignore[arg-type]
-        spec.gpu_indices.extend(gpus.get((agent, slot), []))
-        tasks[task_id] = spec
+    def add(tag: str, cfg: TrainConfig, agent: str, gpu: list[int], node: NodeLaunch) -> None:
+        task_id = f"{job.job_id}.g{number}.{tag}"
+        tasks[task_id] = TaskPlan(task_id, cfg, node, number, tuple(gpu))
         agent_of[task_id] = agent
 
+    if kind is not LaunchKind.DIRECT:
+        nodes = [(agent, w) for agent, w, _ in layout if w > 0]
+        sizes = tuple(w for _, w in nodes)
+        first = 0
+        for i, (agent, w) in enumerate(nodes):
+            gpu = [g for slot in range(w) for g in gpus.get((agent, slot), [])]
+            cfg = replace(base, role=Role.RANK, rank=first)
+            add(f"n{i}", cfg, agent, gpu, NodeLaunch(kind, i, sizes))
+            first += w
+        return tasks, agent_of, stop, ups
     if job.arch is Arch.PS:
         k = 0
         for agent, _, p in layout:
             for _ in range(p):
-                add(common_pb2.TASK_ROLE_PS, "ps", k, agent, -1)
+                add(f"ps{k}", replace(base, role=Role.PS, rank=k), agent, [], NodeLaunch())
                 k += 1
     w = 0
+    role, tag = (Role.WORKER, "w") if job.arch is Arch.PS else (Role.RANK, "r")
     for agent, n, _ in layout:
         for i in range(n):
-            role = common_pb2.TASK_ROLE_WORKER if job.arch is Arch.PS else common_pb2.TASK_ROLE_RANK
-            add(role, "w" if job.arch is Arch.PS else "r", w, agent, i)
+            cfg = replace(base, role=role, rank=w)
+            add(f"{tag}{w}", cfg, agent, gpus.get((agent, i), []), NodeLaunch())
             w += 1
     return tasks, agent_of, stop, ups
 

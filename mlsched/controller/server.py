@@ -32,7 +32,7 @@ from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.records import record_from_row, record_state
-from mlsched.controller.runs import JobRun, TaskDefaults, checkpoint_interval
+from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import add_services
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
@@ -101,7 +101,7 @@ class Controller:
         self.executor = ClusterExecutor(
             self.agents,
             slot_seconds=cfg.slot_seconds,
-            defaults=TaskDefaults(
+            settings=TaskSettings(
                 checkpoint_root=str(Path(cfg.checkpoint_root).resolve()),
                 data_root=str(Path(cfg.data_root).resolve()) if cfg.data_root else "",
                 checkpoint_every_s=checkpoint_interval(cfg.slot_seconds),
@@ -474,6 +474,7 @@ class Controller:
             iterations=int(self._iterations.get(record.job_id, 0.0)),
             admitted=record.admitted_slot is not None,
             admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
+            launch=launch_name(record.spec),
         )
         p = engine.placements.get(record.job_id) if engine is not None else None
         if engine is not None and p is not None:
@@ -485,7 +486,7 @@ class Controller:
         return s
 
     def submit(self, document: str) -> list[str]:
-        jobs = parse_jobs(document, data_root=self.executor.defaults.data_root, parser=self._parser)
+        jobs = parse_jobs(document, data_root=self.executor.settings.data_root, parser=self._parser)
         with self._lock:
             for i, job in enumerate(jobs):
                 if job.job_id in self._ids:
@@ -501,6 +502,7 @@ class Controller:
                     state="pending",
                     total_work=job.total_work,
                     completion_slot=-1,
+                    launch=launch_name(job),
                 )
                 self._submissions.put(job)
         log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))

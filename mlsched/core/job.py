@@ -29,11 +29,10 @@ from mlsched.core.fields import (
 from mlsched.core.ids import check_id, check_text
 from mlsched.core.limits import (
     JOB_LIMITS,
-    MAX_PATH_LEN,
     MAX_TOTAL_WORK,
-    TRAINING_LIMITS,
 )
 from mlsched.core.resources import ResourceVector
+from mlsched.core.train_config import JOB_SETTINGS, check_settings
 from mlsched.core.utility import Utility
 
 __all__ = ["TRAINING_KEYS", "Arch", "JobSpec", "SyncMode"]
@@ -86,24 +85,9 @@ _FIELDS = (
 )
 
 #: Trainer settings a job may fix for its real runs on the testbed (the simulator ignores
-#: them); anything else about the training processes follows from the job and placement.
-TRAINING_KEYS = (
-    "lr",
-    "momentum",
-    "weight_decay",
-    "dataset",
-    "data_path",
-    "num_samples",
-    "num_classes",
-    "image_size",
-    "seed",
-    "timeout_s",
-    "overlap",
-    "threads",
-    "checkpoint_keep",
-    "checkpoint_every_s",
-    "checkpoint_every_steps",
-)
+#: them): the fields of :class:`TrainConfig` marked ``job``. Anything else about the training
+#: processes follows from the job, its placement and the controller.
+TRAINING_KEYS = JOB_SETTINGS
 
 
 # Numeric fields that may be null (None); the rest always hold a number.
@@ -388,23 +372,10 @@ class JobSpec:
 
 
 def check_training(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A job's ``training:`` settings: known keys, strict types, finite bounds. What a
-    trainer makes of them (a dataset that exists, a model's input size) is checked at the
-    testbed's intake."""
-    training = dict(raw)
-    for key, value in training.items():
-        if key not in TRAINING_KEYS:
-            raise SpecError(f"training.{key}", value, f"one of {', '.join(TRAINING_KEYS)}")
-        if key in TRAINING_LIMITS:
-            training[key] = check_number(value, f"training.{key}", TRAINING_LIMITS[key])
-        elif key == "overlap":
-            if not isinstance(value, bool):
-                raise SpecError("training.overlap", value, "true or false")
-        elif key == "data_path":
-            check_text(value, "training.data_path", max_len=MAX_PATH_LEN)
-        else:
-            check_text(value, f"training.{key}", max_len=64)
-    return training
+    """A job's ``training:`` settings, checked by :class:`TrainConfig` (known keys, strict
+    types, finite bounds, choices). What a trainer makes of them (a dataset that exists, a
+    model's input size) is checked at the testbed's intake."""
+    return check_settings(raw)
 
 
 def _join(prefix: str, key: str) -> str:

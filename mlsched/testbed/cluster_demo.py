@@ -4,7 +4,9 @@ The controller runs in this process on a loopback port; two agents run as their 
 processes (``python -m mlsched.agent``), each declaring two stand-in GPUs. A small mix of
 ResNet/VGG parameter-server and all-reduce jobs is submitted over gRPC like any client
 would, trained on the CPU over several slots by the chosen policy, and summarised per job:
-admitted, slots, iterations, measured vs predicted iteration time.
+how it launched, admitted, slots, iterations, measured vs predicted iteration time. The
+all-reduce job runs as one torchrun per agent; with Horovod installed (``make horovod``) a
+Horovod job joins the mix.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ import yaml
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.v1 import jobs_pb2
 
-__all__ = ["DEMO_JOBS", "agent_command", "demo_report", "run_cluster_demo"]
+__all__ = [
+    "DEMO_JOBS",
+    "HOROVOD_JOB",
+    "agent_command",
+    "demo_jobs",
+    "demo_report",
+    "run_cluster_demo",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +63,12 @@ def _job(job_id: str, model: str, arch: str, batches: int, **kw: Any) -> dict[st
     return job
 
 
+#: The Horovod job of the mix (when ``horovod.torch`` imports).
+HOROVOD_JOB = _job(
+    "resnet20-hvd", "resnet20", "allreduce", 80, gradient_mb=1.1, arrival_slot=1,
+    training={**_TRAINING, "backend": "horovod"},
+)  # fmt: skip
+
 DEMO_JOBS: list[dict[str, Any]] = [
     _job("resnet20-ps", "resnet20", "ps", 200, sync="async", gradient_mb=1.1),
     _job("vgg11n-ring", "vgg11-narrow", "allreduce", 150, gradient_mb=2.0, training=_VGG_TRAINING),
@@ -61,6 +76,13 @@ DEMO_JOBS: list[dict[str, Any]] = [
     _job("vgg11n-ps", "vgg11-narrow", "ps", 100, gradient_mb=2.0, training=_VGG_TRAINING,
          arrival_slot=2, requested_workers=1),
 ]  # fmt: skip
+
+
+def demo_jobs() -> list[dict[str, Any]]:
+    """The demo's mix: :data:`DEMO_JOBS`, plus :data:`HOROVOD_JOB` where Horovod imports."""
+    from mlsched.trainers.allreduce.horovod import horovod_available
+
+    return [*DEMO_JOBS, HOROVOD_JOB] if horovod_available() else list(DEMO_JOBS)
 
 
 def agent_command(
@@ -124,7 +146,7 @@ def run_cluster_demo(
             file=out,
             flush=True,
         )
-        ctl.submit(yaml.safe_dump(jobs if jobs is not None else DEMO_JOBS))
+        ctl.submit(yaml.safe_dump(jobs if jobs is not None else demo_jobs()))
         deadline = time.monotonic() + 60
         while ctl.engine is None and time.monotonic() < deadline:
             time.sleep(0.2)

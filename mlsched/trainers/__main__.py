@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any
 
 from mlsched.core.errors import SpecError
-from mlsched.trainers.config import TrainConfig
+from mlsched.core.train_config import TrainConfig
 
 __all__ = ["build_parser", "config_from_args", "main"]
 

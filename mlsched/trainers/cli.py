@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
+from enum import Enum
 from typing import Any
 
-from mlsched.trainers.config import TrainConfig
+from mlsched.core.train_config import JOB_SETTINGS, TrainConfig
 
 __all__ = ["add_train_parser", "run_train", "train_config"]
 
@@ -24,58 +26,47 @@ def add_train_parser(sub: Any) -> None:
     p.add_argument("--mode", default="async", choices=["async", "sync"], help="PS mode")
     p.add_argument("--workers", type=int, required=True, help="workers / ranks")
     p.add_argument("--ps", type=int, default=1, help="parameter servers (PS jobs)")
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
     p.add_argument("--stop-step", type=int, required=True, help="global step to stop at")
     p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--metrics", default="", help="JSON-lines file (default CKPT/metrics.jsonl)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--dataset", default="synthetic", choices=["synthetic", "cifar10", "folder"])
-    p.add_argument("--data-path", default=None)
-    p.add_argument("--num-samples", type=int, default=50_000)
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
-    p.add_argument("--timeout", type=float, default=60.0, help="communication timeout (s)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overlap", action="store_true", help="DDP: overlap all-reduce (unmeasured)")
-    p.add_argument(
-        "--checkpoint-every-s",
-        type=float,
-        default=60.0,
-        help="periodic checkpoint every S seconds (0: only at the stop)",
+    settings = p.add_argument_group(
+        "trainer settings", "what a job's training: mapping may set (default: the trainer's)"
     )
-    p.add_argument(
-        "--checkpoint-every-steps", type=int, default=0, help="periodic checkpoint every N steps"
-    )
+    for f in fields(TrainConfig):
+        if f.name not in JOB_SETTINGS:
+            continue
+        flags = ["--" + f.name.replace("_", "-")]
+        if f.name == "timeout_s":
+            flags.append("--timeout")
+        default = f.default.value if isinstance(f.default, Enum) else f.default
+        text = f"default: {default}"
+        if isinstance(default, bool):
+            settings.add_argument(
+                *flags, dest=f.name, default=None, action=argparse.BooleanOptionalAction, help=text
+            )
+            continue
+        kind = type(default) if isinstance(default, (int, float)) else str
+        settings.add_argument(*flags, dest=f.name, type=kind, default=None, help=text)
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
+    settings = {k: getattr(args, k) for k in JOB_SETTINGS if getattr(args, k) is not None}
     return TrainConfig(
         model=args.model,
         arch=args.arch,
         mode=args.mode,
         num_workers=args.workers,
         num_ps=args.ps if args.arch == "ps" else 0,
-        backend=args.backend,
         rendezvous="127.0.0.1:0",
         stop_step=args.stop_step,
         checkpoint_dir=args.checkpoint_dir,
         metrics=args.metrics,
         batch_size=args.batch_size,
-        lr=args.lr,
-        dataset=args.dataset,
-        data_path=args.data_path,
-        num_samples=args.num_samples,
-        image_size=args.image_size,
-        threads=args.threads,
         device=args.device,
-        timeout_s=args.timeout,
-        seed=args.seed,
-        overlap=args.overlap,
-        checkpoint_every_s=args.checkpoint_every_s,
-        checkpoint_every_steps=args.checkpoint_every_steps,
         job_id="train",
+        **settings,
     )
 
 

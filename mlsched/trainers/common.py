@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, load_latest, save
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.data import make_dataset
 from mlsched.trainers.metrics import MetricsSink
 from mlsched.trainers.models import build_model

@@ -2,8 +2,12 @@
 
 * PS jobs: ``num_ps`` parameter-server processes and ``num_workers`` worker processes of
   ``python -m mlsched.trainers`` on a fresh loopback port;
-* DDP: ``torchrun --nproc-per-node W -m mlsched.trainers ...``;
+* DDP: ``torchrun --nproc-per-node W -m mlsched.trainers ...`` (``--launcher direct``: one
+  ``python -m mlsched.trainers`` per rank);
 * Horovod: ``horovodrun -np W -H localhost:W --gloo python -m mlsched.trainers ...``.
+
+:func:`node_command` is the command of one node's share of a job, what a node agent runs
+for a task: one trainer, one torchrun for the node's DDP ranks, or the node's Horovod ranks.
 
 The launcher waits, forwards SIGINT/SIGTERM to the job (which stops at the next step and
 checkpoints), stops the rest if one process fails, and summarises the metrics file. Run it
@@ -12,6 +16,7 @@ again with the same checkpoint directory, a larger stop step and other W/K: it r
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -29,9 +34,20 @@ from typing import Any
 
 import psutil
 
-from mlsched.trainers.config import Backend, Role, TrainConfig
+from mlsched.core.tasks import LaunchKind, NodeLaunch
+from mlsched.core.train_config import Backend, Launcher, Role, TrainConfig
 
-__all__ = ["JobOutcome", "free_port", "launch", "stop_gracefully", "summarize_metrics"]
+__all__ = [
+    "JobOutcome",
+    "flag_value",
+    "free_port",
+    "is_trainer",
+    "launch",
+    "node_command",
+    "stop_gracefully",
+    "summarize_metrics",
+    "wait_all",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +70,23 @@ class JobOutcome:
         return all(rc == 0 for rc in self.returncodes)
 
 
+def flag_value(cmd: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` in a command line (``--flag=v`` or ``--flag v``), or None."""
+    for i, arg in enumerate(cmd):
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1 :]
+        if arg == flag and i + 1 < len(cmd):
+            return cmd[i + 1]
+    return None
+
+
+def is_trainer(cmd: Sequence[str]) -> bool:
+    """Whether a command line runs a trainer process (``python [-u] -m mlsched.trainers``),
+    not a launcher whose arguments name it (torchrun, the Horovod node launcher)."""
+    module = next((b for a, b in itertools.pairwise(cmd) if a == "-m"), None)
+    return module == "mlsched.trainers"
+
+
 def _trainer_cmd(cfg: TrainConfig) -> list[str]:
     return [sys.executable, "-m", "mlsched.trainers", *cfg.to_args()]
 
@@ -74,25 +107,58 @@ def commands(cfg: TrainConfig) -> list[list[str]]:
             raise RuntimeError("horovodrun not found: run `make horovod`")
         w = cfg.num_workers
         return [[runner, "-np", str(w), "-H", f"localhost:{w}", "--gloo", *_trainer_cmd(cfg)]]
-    host, port = cfg.master
-    return [
-        [
+    if cfg.launcher is Launcher.DIRECT:
+        return [_trainer_cmd(replace(cfg, rank=r)) for r in range(cfg.num_workers)]
+    return [node_command(cfg, NodeLaunch(LaunchKind.TORCHRUN, 0, (cfg.num_workers,)))]
+
+
+def node_command(cfg: TrainConfig, node: NodeLaunch, *, log_dir: str = "") -> list[str]:
+    """The command line of one node's share of the job ``cfg`` describes.
+
+    torchrun gets a static rendezvous at ``cfg.rendezvous`` (node 0 hosts its store), no
+    restarts (a failed rank fails the generation; the controller decides what comes next)
+    and a join timeout of the trainer's ``timeout_s`` (at least 30 s: the other nodes'
+    agents start their share on their next heartbeat).
+    """
+    trainer = ["-m", "mlsched.trainers", *cfg.to_args()]
+    if node.launcher is LaunchKind.DIRECT:
+        return [sys.executable, *trainer]
+    sizes = ",".join(str(n) for n in node.node_sizes)
+    if node.launcher is LaunchKind.HOROVOD:
+        return [
             sys.executable,
             "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            "1",
-            "--nproc-per-node",
-            str(cfg.num_workers),
-            "--master-addr",
-            host,
-            "--master-port",
-            str(port),
-            "-m",
-            "mlsched.trainers",
+            "mlsched.trainers.allreduce.horovod_node",
+            "--node-rank",
+            str(node.node_rank),
+            "--node-sizes",
+            sizes,
+            "--",
             *cfg.to_args(),
         ]
+    host, port = cfg.master
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(node.nnodes),
+        "--node-rank",
+        str(node.node_rank),
+        "--nproc-per-node",
+        str(node.nproc),
+        "--master-addr",
+        host,
+        "--master-port",
+        str(port),
+        "--max-restarts",
+        "0",
+        "--rdzv-conf",
+        f"timeout={max(30, int(cfg.timeout_s))}",
     ]
+    if log_dir:
+        cmd += ["--log-dir", log_dir]
+    return [*cmd, *trainer]
 
 
 def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
@@ -116,7 +182,7 @@ def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        codes = _wait(procs, grace_s)
+        codes = wait_all(procs, grace_s)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -137,11 +203,7 @@ def stop_gracefully(pid: int) -> None:
         children = proc.children(recursive=True)
         # Only the Python trainers themselves: a launcher's shell wrapper (horovodrun runs
         # ranks through `sh -c`) killed by SIGTERM would count as a failed rank.
-        trainers = [
-            c
-            for c in children
-            if "python" in c.name().lower() and "mlsched.trainers" in " ".join(c.cmdline())
-        ]
+        trainers = [c for c in children if is_trainer(c.cmdline())]
         for target in trainers or [proc]:
             target.send_signal(signal.SIGTERM)
     except psutil.NoSuchProcess:
@@ -156,7 +218,7 @@ def _line_count(path: str) -> int:
         return 0
 
 
-def _wait(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> list[int]:
+def wait_all(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> list[int]:
     """Wait for all; once one fails, SIGTERM the rest, SIGKILL after ``grace_s``."""
     deadline: float | None = None
     while True:

@@ -14,10 +14,10 @@ import time
 import torch
 import torch.distributed as dist
 
+from mlsched.core.train_config import Backend, Role, TrainConfig
 from mlsched.trainers import env
 from mlsched.trainers.checkpoint import latest_step
 from mlsched.trainers.common import StopFlag, build_trainee, seed_all, timeout
-from mlsched.trainers.config import Backend, Role, TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
 from mlsched.trainers.rendezvous import rendezvous_store
 from mlsched.trainers.telemetry import TelemetrySampler

@@ -21,10 +21,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.allreduce.replica import Replica
 from mlsched.trainers.allreduce.vote import StopVote, TorchReducer
 from mlsched.trainers.common import StopFlag, Trainee, resume, sgd
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
 
 __all__ = ["run_ddp"]

@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.allreduce.replica import Replica
 from mlsched.trainers.allreduce.vote import CallbackReducer, StopVote
 from mlsched.trainers.common import StopFlag, Trainee, resume, sgd
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink
 
 __all__ = ["horovod_available", "run_horovod"]

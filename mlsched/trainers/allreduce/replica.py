@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.allreduce.vote import StopVote
 from mlsched.trainers.checkpoint import Periodic
 from mlsched.trainers.common import save_replica
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 
 __all__ = ["Replica"]

@@ -17,9 +17,9 @@ import time
 import torch
 import torch.distributed as dist
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import load_latest, save
 from mlsched.trainers.common import StopFlag, Trainee, sgd, snapshot
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import MetricsSink
 from mlsched.trainers.ps.layout import FlatLayout
 from mlsched.trainers.ps.protocol import (

@@ -13,9 +13,9 @@ import time
 import torch
 import torch.distributed as dist
 
+from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import Periodic, load_latest, save
 from mlsched.trainers.common import StopFlag, Trainee, restore, snapshot
-from mlsched.trainers.config import TrainConfig
 from mlsched.trainers.metrics import IterationStats, MetricsSink, record_iteration
 from mlsched.trainers.ps.layout import FlatLayout
 from mlsched.trainers.ps.protocol import (

@@ -1,9 +1,13 @@
-"""The complete, explicit configuration of one training process (one role, one rank).
+"""The complete, explicit configuration of one training process: the one definition of a
+trainer's settings and their defaults.
 
-Agents launch ``python -m mlsched.trainers`` with every field on the command line; nothing is
-read from defaults hidden in the environment, except what torchrun / horovodrun set for the
-all-reduce backends (rank, world size, master address), which :mod:`mlsched.trainers.env`
-reads in one place.
+Everything on the way from a job spec to a process uses it: a job's ``training:`` mapping is
+checked against the fields marked ``job`` (:data:`JOB_SETTINGS`, :func:`check_settings`),
+the controller renders one per task, :mod:`mlsched.net.train_wire` carries it to the agent,
+and :meth:`TrainConfig.to_args` turns it into the trainer's command line, whose flags
+(:mod:`mlsched.trainers.__main__`) derive from the same fields. Nothing is read from
+defaults hidden in the environment, except what torchrun / Horovod set for the all-reduce
+backends (rank, world size, master address), which :mod:`mlsched.trainers.env` reads.
 
 Parameter-server layout: the process group has ``num_ps + num_workers`` ranks; PS ``k`` is
 global rank ``k`` and worker ``w`` is global rank ``num_ps + w``.
@@ -11,7 +15,8 @@ global rank ``k`` and worker ``w`` is global rank ``num_ps + w``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -20,7 +25,7 @@ from mlsched.core.fields import check_number
 from mlsched.core.ids import check_id, check_text
 from mlsched.core.limits import MAX_PATH_LEN, TRAINING_LIMITS, Bound
 
-__all__ = ["Backend", "Role", "TrainConfig"]
+__all__ = ["JOB_SETTINGS", "Backend", "Launcher", "Role", "TrainConfig", "check_settings"]
 
 _ANY_FINITE = Bound(-1e300, 1e300)
 
@@ -36,6 +41,21 @@ class Backend(str, Enum):
     HOROVOD = "horovod"
 
 
+class Launcher(str, Enum):
+    """How an all-reduce job's DDP ranks start on a node: one torchrun per node (its
+    ``--nproc-per-node`` ranks), or one ``python -m mlsched.trainers`` per rank. Horovod
+    ranks are always started by :mod:`mlsched.trainers.allreduce.horovod_node`; PS roles are
+    always direct."""
+
+    TORCHRUN = "torchrun"
+    DIRECT = "direct"
+
+
+#: Field metadata of the settings a job's ``training:`` mapping may fix (the rest follow from
+#: the job, its placement and the controller).
+_JOB = {"job": True}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One process's parameters; validated on construction (errors name the field)."""
@@ -47,32 +67,34 @@ class TrainConfig:
     rank: int = 0  # index within the role (worker w, PS k) or the all-reduce rank
     num_workers: int = 1
     num_ps: int = 1
-    backend: Backend = Backend.DDP
+    backend: Backend = field(default=Backend.DDP, metadata=_JOB)  # all-reduce jobs only
+    launcher: Launcher = field(default=Launcher.TORCHRUN, metadata=_JOB)  # DDP only
     rendezvous: str = "127.0.0.1:29500"  # host:port of the PS process group's store
     stop_step: int = 100  # global step at which every role stops and checkpoints
     checkpoint_dir: str = ""
     metrics: str = ""  # JSON-lines sink: a file path, "tcp://host:port" or "-" (stdout)
     batch_size: int = 32
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    num_samples: int = 50_000
-    num_classes: int = 10
-    image_size: int = 32
-    seed: int = 0
+    lr: float = field(default=0.05, metadata=_JOB)
+    momentum: float = field(default=0.9, metadata=_JOB)
+    weight_decay: float = field(default=5e-4, metadata=_JOB)
+    dataset: str = field(default="synthetic", metadata=_JOB)
+    data_path: str | None = field(default=None, metadata=_JOB)
+    num_samples: int = field(default=50_000, metadata=_JOB)
+    num_classes: int = field(default=10, metadata=_JOB)
+    image_size: int = field(default=32, metadata=_JOB)
+    seed: int = field(default=0, metadata=_JOB)
     device: str = "cpu"  # cpu | cuda | auto
-    threads: int = 1
-    timeout_s: float = 60.0  # collective / point-to-point timeout
-    checkpoint_keep: int = 2
+    threads: int = field(default=1, metadata=_JOB)
+    timeout_s: float = field(default=60.0, metadata=_JOB)  # collective / point-to-point timeout
+    checkpoint_keep: int = field(default=2, metadata=_JOB)
     # Periodic checkpoints between the ones at a stop: whichever comes first (0: never). A
     # lost machine or a killed process loses at most this much work.
-    checkpoint_every_s: float = 60.0
-    checkpoint_every_steps: int = 0
+    checkpoint_every_s: float = field(default=60.0, metadata=_JOB)
+    checkpoint_every_steps: int = field(default=0, metadata=_JOB)
     log_every: int = 0  # 0: no progress lines on stderr
     job_id: str = "job"
-    overlap: bool = False  # DDP: let all-reduce overlap backward (comm time not measured)
+    # DDP: let all-reduce overlap backward (then communication time is not measured).
+    overlap: bool = field(default=False, metadata=_JOB)
 
     def __post_init__(self) -> None:
         def need(ok: bool, name: str, expected: str) -> None:
@@ -84,7 +106,7 @@ class TrainConfig:
         need(bool(self.model), "model", "a model name (see mlsched.trainers.models)")
         need(self.arch in ("ps", "allreduce"), "arch", "one of ps, allreduce")
         need(self.mode in ("async", "sync"), "mode", "one of async, sync")
-        for enum_cls, name in ((Role, "role"), (Backend, "backend")):
+        for enum_cls, name in ((Role, "role"), (Backend, "backend"), (Launcher, "launcher")):
             value = getattr(self, name)
             if not isinstance(value, enum_cls):
                 try:
@@ -145,7 +167,8 @@ class TrainConfig:
                 value = value.value
             elif isinstance(value, bool):
                 value = "true" if value else "false"
-            out += [f"--{key.replace('_', '-')}", str(value)]
+            # One token per flag: a value that starts with "-" stays a value.
+            out.append(f"--{key.replace('_', '-')}={value}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,3 +201,23 @@ def _check_types(cfg: TrainConfig) -> None:
     check_id(cfg.job_id, "job_id")
     if cfg.data_path is not None:
         check_text(cfg.data_path, "data_path", max_len=MAX_PATH_LEN)
+
+
+#: The trainer settings a job's ``training:`` mapping may fix, in declaration order.
+JOB_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("job"))
+
+
+def check_settings(raw: Mapping[str, Any], *, model: str = "job") -> dict[str, Any]:
+    """A job's ``training:`` mapping checked by :class:`TrainConfig` itself: known keys, the
+    fields' strict types, bounds and choices. Returns the settings as the config holds them
+    (enum values as text); errors name ``training.<key>``."""
+    settings = dict(raw)
+    for key, value in settings.items():
+        if key not in JOB_SETTINGS:
+            raise SpecError(f"training.{key}", value, f"one of {', '.join(JOB_SETTINGS)}")
+    try:
+        cfg = TrainConfig(model=model or "job", checkpoint_dir="-", **settings)
+    except SpecError as err:
+        raise SpecError(f"training.{err.field}", err.value, err.expected) from None
+    values = cfg.to_dict()
+    return {key: values[key] for key in settings}

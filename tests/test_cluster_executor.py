@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.runs import TaskSettings
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import NicThroughput
 from mlsched.v1 import agent_pb2
 
 DONE = agent_pb2.TASK_STATE_EXITED
@@ -133,6 +136,43 @@ def test_slot_report_turns_cumulative_counters_into_progress_and_measurements() 
     report = ex.collect(1)
     assert report.progress["j"].units == 80 and report.progress["j"].finished
     assert report.measurements[0].iterations == 40
+
+
+def test_measurements_carry_the_achieved_comm_and_nic_throughput() -> None:
+    reg, ex, spec, clock = _setup()
+    p = Placement(((0, 2),))
+
+    def beat(agent: str, tasks: list[agent_pb2.TaskStatus], t: float, gb: float) -> None:
+        net = agent_pb2.Telemetry(net_interface="eth0", sampled_unix=t)
+        net.net_sent_bytes, net.net_recv_bytes = gb * 1e9, 2 * gb * 1e9
+        req = agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks, telemetry=net)
+        assert reg.heartbeat(req) is not None
+
+    def ranks(last: int, timed: int) -> list[agent_pb2.TaskStatus]:
+        out = []
+        for r in (0, 1):  # 1 MB each way per iteration; comm 0.05 s per timed iteration
+            s = _status(f"j.g1.r{r}", RUNNING, last=last, timed=timed, compute=0.1 * timed)
+            s.measurement.bytes_sent = s.measurement.bytes_recv = 1e6 * (last + 1)
+            out.append(s)
+        return out
+
+    ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})
+    beat("a0", ranks(9, 8), 1000.0, 0.0)
+    beat("a1", [], 1000.0, 0.0)
+    clock[0] += 10.0
+    (m,) = ex.collect(0).measurements
+    # 2 MB per iteration in 0.05 s of communication: 0.32 Gbit/s (warm-up bytes counted
+    # with their iterations, warm-up seconds left out with theirs).
+    assert m.comm_gbps == pytest.approx(2e6 * 8 / 0.05 / 1e9)
+    assert m.nic == {}  # a first reading: no interval yet
+    ex.apply(1, Allocation(1, {"j": p}), {"j": spec}, {"j": 80.0})
+    beat("a0", ranks(29, 28), 1010.0, 1.25)  # 1.25 GB sent, 2.5 GB received in 10 s
+    beat("a1", [], 1010.0, 5.0)
+    clock[0] += 10.0
+    (m,) = ex.collect(1).measurements
+    assert m.comm_gbps == pytest.approx(0.32)
+    assert set(m.nic) == {"a0"}  # the job's host only
+    assert m.nic["a0"] == pytest.approx(NicThroughput(sent_gbps=1.0, recv_gbps=2.0))
 
 
 def test_a_crash_loop_ends_the_job_but_lost_machines_do_not() -> None:

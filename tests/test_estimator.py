@@ -25,6 +25,7 @@ from mlsched.perfmodel import (
     SyncPSModel,
 )
 from mlsched.perfmodel import estimator as estimator_module
+from mlsched.perfmodel.base import GBIT
 
 CL = Cluster(
     (
@@ -49,9 +50,11 @@ class Truth:
         comm_x: float = COMM_X,
         noise: float = 0.01,
         seed: int = 0,
+        bytes_x: float = 1.0,
     ) -> None:
         self.model = RuntimeEstimator(CL, families)
         self.compute_x, self.comm_x, self.noise = compute_x, comm_x, noise
+        self.bytes_x = bytes_x  # bytes the trainers move / the model's
         self.rng = np.random.default_rng(seed)
 
     def parts(self, job: JobSpec, p: Placement) -> tuple[float, float]:
@@ -65,6 +68,7 @@ class Truth:
         compute, comm = self.parts(job, p)
         compute *= 1 + self.noise * self.rng.standard_normal()
         comm *= 1 + self.noise * self.rng.standard_normal()
+        moved = self.model.family(job).wire_bytes(job, p) * self.bytes_x
         return Measurement(
             job_id=job.job_id,
             slot=slot,
@@ -74,6 +78,7 @@ class Truth:
             compute_time_s=compute,
             comm_time_s=comm,
             bytes_sent=50 * 2 * job.gradient_bytes,
+            comm_gbps=moved * 8 / (comm * GBIT) if comm > 0 else None,
         )
 
 
@@ -445,3 +450,52 @@ def test_a_drifting_noiseless_truth_is_followed_at_the_next_refit() -> None:
         est.observe(new.measure(job, p, slot), job)
     est.refit()
     assert est.iteration_time(job, p) == pytest.approx(new.time(job, p), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_measured_bandwidth_below_the_models_is_fitted_within_a_slot(name: str) -> None:
+    """Noiseless measurements whose bytes and communication seconds imply 2.5 times less
+    bandwidth than the model assumes: after one slot the fitted bandwidth is the measured
+    one, on the observed placements and on the held-out ones (scaled by their nominal
+    bandwidth), and the predicted iterations are longer by the extra communication."""
+    families, job, seen, unseen = SCENARIOS[name]
+    truth = Truth(families, compute_x=1.0, comm_x=2.5, noise=0.0)
+    est = RuntimeEstimator(CL, families)
+    talking = [p for p in seen + unseen if est.iteration_parts(job, p)[1] > 0]
+    assert talking
+    prior = {p: est.bandwidth_gbps(job, p) for p in talking}
+    before = {p: est.iteration_time(job, p) for p in talking}
+    measured = {p: truth.measure(job, p).comm_gbps for p in seen}
+    for p in seen:
+        est.observe(truth.measure(job, p, slot=0), job)
+    est.refit()
+    for p in talking:
+        fitted = est.bandwidth_gbps(job, p)
+        assert prior[p] is not None and fitted is not None
+        assert fitted == pytest.approx(prior[p] / 2.5, rel=1e-6), p
+        if p in measured:
+            assert fitted == pytest.approx(measured[p], rel=1e-6)
+        assert est.iteration_parts(job, p)[1] == pytest.approx(truth.parts(job, p)[1], rel=1e-6)
+        assert est.iteration_time(job, p) > before[p]
+
+
+def test_measured_bytes_set_the_bandwidth_and_leave_the_predicted_time_alone() -> None:
+    """Trainers that move 1.5 times the model's bytes in the same seconds achieved 1.5
+    times the bandwidth; the communication time predicted stays the one measured."""
+    job = SCENARIOS["ps_async"][1]
+    p, other = Placement.of({0: 2}, {1: 1}), Placement.of({0: 8, 1: 8}, {2: 1})
+    plain, heavy = RuntimeEstimator(CL), RuntimeEstimator(CL)
+    for slot in range(2):
+        plain.observe(Truth(noise=0.0).measure(job, p, slot), job)
+        heavy.observe(Truth(noise=0.0, bytes_x=1.5).measure(job, p, slot), job)
+    plain.refit()
+    heavy.refit()
+    assert heavy.bytes_ratio[heavy.key(job, p)] == pytest.approx(1.5)
+    assert plain.bytes_ratio[plain.key(job, p)] == pytest.approx(1.0)
+    for q in (p, other):
+        assert heavy.iteration_time(job, q) == pytest.approx(plain.iteration_time(job, q))
+        bw_plain, bw_heavy = plain.bandwidth_gbps(job, q), heavy.bandwidth_gbps(job, q)
+        assert bw_plain is not None and bw_heavy is not None
+        assert bw_heavy == pytest.approx(1.5 * bw_plain)
+    # 40 MB each way at 2 Gbit/s nominal, measured 1.5 times slower: 2 / 1.5 Gbit/s.
+    assert plain.bandwidth_gbps(job, p) == pytest.approx(2.0 / 1.5)

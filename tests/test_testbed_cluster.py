@@ -61,6 +61,10 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             # Measurements and decisions were recorded per slot.
             rows = ctl.store.measurements("ring")
             assert rows and all(r["compute_s"] > 0 and r["iterations"] > 0 for r in rows)
+            # Achieved communication throughput (bytes over comm seconds) and the NIC of the
+            # agents' address (loopback here), read every slot, in every row.
+            assert all(r["comm_gbps"] > 0 for r in rows)
+            assert all(set(r["nic_gbps"]) == {a for a, _, _ in r["layout"]} for r in rows)
             assert {d["job_id"] for d in ctl.store.decisions()} == {"ring", "ps"}
             # The trainers checkpointed at the last step in the shared checkpoint root.
             assert (tmp_path / "ckpt" / "ring" / "latest").exists()

@@ -96,8 +96,8 @@ class Agent:
         self._force = False
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
-        self._telemetry = NodeTelemetry(use_nvml=use_nvml)
         self._interface = interface_of(node.host)
+        self._telemetry = NodeTelemetry(use_nvml=use_nvml, interface=self._interface)
         self._running: dict[str, TaskProcess] = {}
         self._exited: dict[str, agent_pb2.TaskStatus] = {}  # exited, not yet acknowledged
         self._finished: OrderedDict[str, agent_pb2.TaskStatus] = OrderedDict()

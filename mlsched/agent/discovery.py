@@ -29,6 +29,7 @@ __all__ = [
     "discover",
     "gpu_type_of",
     "interface_of",
+    "is_virtual_interface",
     "link_gbps",
     "to_register_request",
 ]
@@ -80,6 +81,12 @@ def gpu_type_of(name: str) -> str:
     return "".join(words[:2]) if words else name.strip()
 
 
+def is_virtual_interface(name: str) -> bool:
+    """Loopback, container and bridge interfaces (their traffic also crosses a real NIC, or
+    never leaves the machine)."""
+    return name.startswith(_VIRTUAL_PREFIXES)
+
+
 def link_gbps() -> float:
     """The fastest up, physical-looking interface in Gb/s (0 when no speed is known)."""
     try:
@@ -89,7 +96,7 @@ def link_gbps() -> float:
     speeds = [
         st.speed
         for name, st in stats.items()
-        if st.isup and st.speed > 0 and not name.startswith(_VIRTUAL_PREFIXES)
+        if st.isup and st.speed > 0 and not is_virtual_interface(name)
     ]
     return max(speeds, default=0) / 1000.0
 

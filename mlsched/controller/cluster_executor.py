@@ -31,6 +31,7 @@ from mlsched.controller.runs import (
     render_tasks,
     store_host,
 )
+from mlsched.controller.throughput import NicMeter, comm_gbps
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
@@ -43,7 +44,14 @@ __all__ = ["ClusterExecutor"]
 log = logging.getLogger(__name__)
 
 EXITED = agent_pb2.TASK_STATE_EXITED
-COUNTERS = ("timed_iterations", "compute_time_s", "comm_time_s", "bytes_sent", "bytes_recv")
+COUNTERS = (
+    "timed_iterations",
+    "compute_time_s",
+    "comm_time_s",
+    "bytes_sent",
+    "bytes_recv",
+    "iterations",
+)
 
 
 class LiveState(NamedTuple):
@@ -98,6 +106,7 @@ class ClusterExecutor(Executor):
         self.fatal: dict[str, str] = {}  # jobs that failed too often: the controller ends them
         self._failures: dict[str, str] = {}
         self._restarts: dict[str, float] = {}
+        self._nic = NicMeter()
 
     # Cluster ----------------------------------------------------------------------------
     def set_cluster(self, cluster: Cluster) -> None:
@@ -163,6 +172,7 @@ class ClusterExecutor(Executor):
             self._wake.clear()
         with self._lock:
             self._reconcile_locked()
+            self._nic.rates(slot, self.agents.alive())  # every slot: measured jobs or not
             return self._report_locked(slot)
 
     def close(self) -> None:
@@ -522,7 +532,8 @@ class ClusterExecutor(Executor):
         statuses: list[agent_pb2.TaskStatus],
         slot: int,
     ) -> Measurement | None:
-        """Per-iteration means over the slot, from the workers' cumulative counters."""
+        """Per-iteration means over the slot, from the workers' cumulative counters, with
+        the workers' achieved communication throughput and their hosts' NIC throughput."""
         delta = [0.0] * len(COUNTERS)
         for s in statuses:
             plan = gen.tasks.get(s.task_id)
@@ -530,10 +541,11 @@ class ClusterExecutor(Executor):
                 continue
             now = tuple(float(getattr(s.measurement, c)) for c in COUNTERS)
             before = run.seen.get(s.task_id, (0.0,) * len(COUNTERS))
+            before = (*before, *now[len(before) :])  # stored before a counter was added
             run.seen[s.task_id] = now
             for i in range(len(COUNTERS)):
                 delta[i] += max(0.0, now[i] - before[i])
-        timed, compute, comm, sent, recv = delta
+        timed, compute, comm, sent, recv, all_iterations = delta
         placement = self.placement_of(gen.layout)
         if timed <= 0 or placement is None:
             return None
@@ -541,6 +553,7 @@ class ClusterExecutor(Executor):
         # Async PS: an iteration is one worker's push; synchronous: one step of all workers.
         iterations = timed / (1 if gen.ups == 1 else workers)
         c, m = compute / timed, comm / timed
+        hosts = self._nic.rates(slot, self.agents.alive())
         return Measurement(
             job_id=job.job_id,
             slot=slot,
@@ -551,6 +564,8 @@ class ClusterExecutor(Executor):
             comm_time_s=m,
             bytes_sent=sent,
             bytes_recv=recv,
+            comm_gbps=comm_gbps(sent + recv, all_iterations, comm, timed),
+            nic={a: hosts[a] for a, _, _ in gen.layout if a in hosts},
         )
 
     def _restart_s(self, gen: Generation, statuses: list[agent_pb2.TaskStatus]) -> float | None:

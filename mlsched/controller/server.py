@@ -327,6 +327,7 @@ class Controller:
             )
             if spec is None or placement is None:
                 continue
+            gbps = m.get("comm_gbps")  # rows stored before it was measured have none
             engine.runtime.observe(
                 Measurement(
                     job_id=m["job_id"],
@@ -336,6 +337,7 @@ class Controller:
                     iteration_time_s=m["iteration_s"],
                     compute_time_s=m["compute_s"],
                     comm_time_s=m["comm_s"],
+                    comm_gbps=float(gbps) if isinstance(gbps, (int, float)) else None,
                 ),
                 spec,
             )
@@ -416,6 +418,8 @@ class Controller:
                         "comm_s": m.comm_time_s,
                         "bytes_sent": m.bytes_sent,
                         "bytes_recv": m.bytes_recv,
+                        "comm_gbps": m.comm_gbps,
+                        "nic_gbps": {h: list(r) for h, r in m.nic.items()},
                         "predicted_s": predicted,
                     },
                 )

@@ -21,7 +21,9 @@ iteration, or ``global_batch / batch_size`` units with a fixed global batch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,10 +31,17 @@ from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 
-__all__ = ["GBIT", "Measurement", "PerfFamily", "RuntimeModel"]
+__all__ = ["GBIT", "Measurement", "NicThroughput", "PerfFamily", "RuntimeModel"]
 
 #: Bits per gigabit; gradient sizes are bytes, bandwidths Gbit/s.
 GBIT = 1e9
+
+
+class NicThroughput(NamedTuple):
+    """A host's network interface over a slot, Gbit/s each way (all traffic of the host)."""
+
+    sent_gbps: float
+    recv_gbps: float
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,11 @@ class Measurement:
 
     ``iterations`` counts per-worker mini-batches for async PS jobs and synchronous steps
     otherwise. Times are seconds; a measurement with ``iterations == 0`` carries no timing.
+    ``bytes_sent``/``bytes_recv`` are the workers' totals over the slot. ``comm_gbps`` is the
+    throughput a worker achieved while communicating: the bytes it sent plus received per
+    iteration over its communication seconds per iteration, Gbit/s (None: not measured).
+    ``nic`` holds the NIC throughput of the job's hosts over the slot, by server name, for
+    the hosts that reported it (it counts every job's traffic on the host).
     """
 
     job_id: str
@@ -54,6 +68,8 @@ class Measurement:
     bytes_recv: float = 0.0
     restart_s: float = 0.0
     predicted_iteration_time_s: float | None = None
+    comm_gbps: float | None = None
+    nic: Mapping[str, NicThroughput] = field(default_factory=dict, hash=False)
 
 
 class PerfFamily(ABC):
@@ -73,6 +89,12 @@ class PerfFamily(ABC):
         self, job: JobSpec, placement: Placement, cluster: Cluster
     ) -> tuple[np.ndarray, np.ndarray]:
         """(compute row, communication row), each of length ``len(param_names)``."""
+
+    def wire_bytes(self, job: JobSpec, placement: Placement) -> float:
+        """Bytes one worker sends plus receives per iteration under this model, as the
+        trainers count them (``Measurement.comm_gbps`` divides the measured ones by the
+        communication seconds); 0 for a family that does not say."""
+        return 0.0
 
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         if job.global_batch is not None:

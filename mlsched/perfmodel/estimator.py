@@ -6,6 +6,12 @@ Until a key has measurements, a job's parameters come from its spec (the prior).
 :meth:`refit`, predictions use the least-squares fit over the last ``window`` measurements
 of the key (compute and communication times are fitted together, each against its own
 design row, which makes compute and bandwidth identifiable from one configuration).
+
+The bandwidth a key achieves follows from the same fit: the communication seconds are
+fitted (a family's ``comm_scale``: nominal over effective bandwidth), and the bytes a worker
+moves per iteration are the model's, scaled by what the trainers reported moving (the key's
+``bytes_ratio``, measured over model bytes). :meth:`RuntimeEstimator.bandwidth_gbps` is their
+quotient, comparable with ``Measurement.comm_gbps``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import numpy as np
 from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import Arch, JobSpec, SyncMode
-from mlsched.perfmodel.base import Measurement, PerfFamily, RuntimeModel
+from mlsched.perfmodel.base import GBIT, Measurement, PerfFamily, RuntimeModel
 from mlsched.perfmodel.fit import FitResult, fit_linear
 from mlsched.perfmodel.hetero import HeteroModel
 from mlsched.perfmodel.ps_async import AsyncPSModel
@@ -59,6 +65,8 @@ class _Sample:
     dm: np.ndarray
     compute: float
     comm: float
+    wire: float = 0.0  # the model's bytes per worker and iteration
+    moved: float | None = None  # the measured ones (None: not measured)
 
 
 class RuntimeEstimator(RuntimeModel):
@@ -96,6 +104,8 @@ class RuntimeEstimator(RuntimeModel):
         )
         self._dirty: set[ProfileKey] = set()
         self.fits: dict[ProfileKey, FitResult] = {}
+        # Measured / model bytes per worker and iteration, per key with measured bytes.
+        self.bytes_ratio: dict[ProfileKey, float] = {}
         self._priors: dict[ProfileKey, np.ndarray] = {}
         # Predictions, per profile key so a refit invalidates only what it changed.
         self._cache: dict[ProfileKey, dict[tuple[str, Placement], tuple[float, float]]] = {}
@@ -169,6 +179,18 @@ class RuntimeEstimator(RuntimeModel):
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         return self.family(job).units_per_iteration(job, placement)
 
+    def bandwidth_gbps(self, job: JobSpec, placement: Placement) -> float | None:
+        """The throughput a worker achieves while communicating under ``placement``, as the
+        model now has it: the bytes it moves per iteration (sent plus received: the family's,
+        scaled by the key's measured ``bytes_ratio``) over the predicted communication
+        seconds, Gbit/s. None where the model predicts no communication."""
+        _, comm = self.iteration_parts(job, placement)
+        ratio = self.bytes_ratio.get(self.key(job, placement), 1.0)
+        wire = self.family(job).wire_bytes(job, placement) * ratio
+        if comm <= 0 or wire <= 0:
+            return None
+        return wire * 8 / (comm * GBIT)
+
     def observe(self, measurement: Measurement, job: JobSpec) -> None:
         if measurement.iterations <= 0 or measurement.placement.is_empty:
             return
@@ -182,8 +204,13 @@ class RuntimeEstimator(RuntimeModel):
             )
             return
         key, dc, dm = self._design(job, measurement.placement)
+        moved = None
+        gbps = measurement.comm_gbps
+        if gbps is not None and math.isfinite(gbps) and gbps > 0:
+            moved = gbps * GBIT / 8 * measurement.comm_time_s  # bytes per worker-iteration
+        wire = self.family(job).wire_bytes(job, measurement.placement)
         self._samples[key].append(
-            _Sample(dc, dm, measurement.compute_time_s, measurement.comm_time_s)
+            _Sample(dc, dm, measurement.compute_time_s, measurement.comm_time_s, wire, moved)
         )
         if key not in self._priors:
             self._priors[key] = self.params(job, measurement.placement).copy()
@@ -198,6 +225,7 @@ class RuntimeEstimator(RuntimeModel):
             samples = self._samples[key]
             fam = self._families[key[0]]
             fresh, self._fresh[key] = self._fresh[key], 0
+            self._fit_bytes(key, samples)
             if self._explains(key, samples, fresh):
                 continue
             design = np.vstack([s.dc for s in samples] + [s.dm for s in samples])
@@ -213,13 +241,21 @@ class RuntimeEstimator(RuntimeModel):
                 self._cache.pop(key, None)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
-                    "[perfmodel] refit %s: %s pinned=%s rmse=%.3g",
+                    "[perfmodel] refit %s: %s pinned=%s rmse=%.3g bytes measured/model=%s",
                     key,
                     dict(zip(fam.param_names, np.round(result.params, 6), strict=True)),
                     result.pinned,
                     result.rmse,
+                    self.bytes_ratio.get(key),
                 )
         self._dirty.clear()
+
+    def _fit_bytes(self, key: ProfileKey, samples: deque[_Sample]) -> None:
+        """The key's measured / model bytes (least squares through the origin over the
+        samples that measured bytes); unchanged when none did."""
+        pairs = [(s.wire, s.moved) for s in samples if s.moved is not None and s.wire > 0]
+        if pairs:
+            self.bytes_ratio[key] = sum(w * m for w, m in pairs) / sum(w * w for w, _ in pairs)
 
     def _explains(self, key: ProfileKey, samples: deque[_Sample], fresh: int) -> bool:
         """True when the current fit already predicts every new sample exactly (so a refit

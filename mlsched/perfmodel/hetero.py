@@ -63,3 +63,9 @@ class HeteroModel(PerfFamily):
             np.array([units, share, 0.0]),
             np.array([0.0, 0.0, remote * 2 * pi_gbit * share / b]),
         )
+
+    def wire_bytes(self, job: JobSpec, placement: Placement) -> float:
+        if job.uses_ps:
+            return 2.0 * job.gradient_bytes
+        phi = max(1, placement.n_workers)
+        return 2 * (phi - 1) / phi * 2 * job.gradient_bytes

@@ -43,6 +43,9 @@ class AsyncPSModel(PerfFamily):
             comm *= max(1.0, y * b / (z * big_b))
         return np.array([1.0, 0.0]), np.array([0.0, comm])
 
+    def wire_bytes(self, job: JobSpec, placement: Placement) -> float:
+        return 2.0 * job.gradient_bytes  # push e, pull e
+
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         # Y independent workers: Y mini-batches per theta; a global batch means nothing here.
         return float(placement.n_workers)

@@ -44,3 +44,6 @@ class SyncPSModel(PerfFamily):
         else:
             comm = np.array([0.0, 0.0, push_pull_gbit / nominal_worker_bw(job, placement, cluster)])
         return np.array([units, 0.0, 0.0]), comm
+
+    def wire_bytes(self, job: JobSpec, placement: Placement) -> float:
+        return 2.0 * job.gradient_bytes  # push g and pull g, in n_s shards

@@ -45,3 +45,7 @@ class RingAllReduceModel(PerfFamily):
         comm = share * 2 * job.gradient_bytes * 8 / (b_eff * GBIT)
         units = job.global_batch / (job.batch_size * w) if job.global_batch else 1.0
         return np.array([units, 0.0, 0.0]), np.array([0.0, comm, share])
+
+    def wire_bytes(self, job: JobSpec, placement: Placement) -> float:
+        w = max(1, placement.n_workers)
+        return 2 * (w - 1) / w * 2 * job.gradient_bytes  # 2D(w-1)/w sent and as much received

@@ -1,8 +1,10 @@
 """Background sampling of GPU (NVML) and process (psutil) telemetry.
 
 NVML is optional: where the library is absent (``NVMLError_LibraryNotFound``) or there is no
-GPU, samples carry ``"nvml": false`` and only process figures. The sampler runs in a daemon
-thread and writes ``telemetry`` lines to the metrics sink every ``interval_s``.
+GPU, samples carry ``"nvml": false`` and only process figures; a counter one GPU does not
+give (NVLink on a GPU without it) is left out of that GPU's entry, never reported as zero.
+The sampler runs in a daemon thread and writes ``telemetry`` lines to the metrics sink every
+``interval_s``.
 """
 
 from __future__ import annotations
@@ -11,15 +13,22 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import psutil
 
 from mlsched.trainers.metrics import MetricsSink
 
-__all__ = ["TelemetrySampler", "gpu_inventory", "nvml_available"]
+__all__ = ["TelemetrySampler", "gpu_counters", "gpu_inventory", "nvml_available"]
 
 log = logging.getLogger(__name__)
+
+#: NVML's scope id for "all links": the NVLink counters summed over the GPU's links.
+_ALL_LINKS = 0xFFFFFFFF
+# c_nvmlValue_t member by NVML_VALUE_TYPE_* (double, uint, ulong, ulonglong, ...).
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
 def _nvml() -> Any | None:
@@ -54,6 +63,57 @@ def gpu_inventory() -> list[dict[str, Any]]:
                 "memory_bytes": int(mem.total),
             }
         )
+    return out
+
+
+def _guarded(what: str, read: Callable[[], Any]) -> Any | None:
+    try:
+        return read()
+    except Exception as err:  # a query this GPU or driver does not answer
+        log.debug("[telemetry] %s: %s", what, err)
+        return None
+
+
+def _nvlink_kib(nv: Any, handle: Any) -> tuple[float, float] | None:
+    """Cumulative NVLink data KiB (sent, received) over all links; None without NVLink."""
+    fields = [
+        (nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, _ALL_LINKS),
+        (nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, _ALL_LINKS),
+    ]
+    try:
+        values = nv.nvmlDeviceGetFieldValues(handle, fields)
+        out = []
+        for v in values:
+            if v.nvmlReturn != nv.NVML_SUCCESS or not 0 <= v.valueType < len(_VALUE_MEMBERS):
+                return None
+            out.append(float(getattr(v.value, _VALUE_MEMBERS[v.valueType])))
+    except Exception as err:  # an old driver or pynvml without field values
+        log.debug("[telemetry] NVLink counters: %s", err)
+        return None
+    return out[0], out[1]
+
+
+def gpu_counters(nv: Any, handle: Any) -> dict[str, float]:
+    """One GPU's NVML counters, each query on its own: utilisation (%), memory (bytes),
+    PCIe throughput (KB/s, NVML's sample of its last 20 ms) and the cumulative NVLink data
+    counters (KiB over all links). What NVML does not answer is absent from the dict."""
+    out: dict[str, float] = {}
+    util = _guarded("utilisation", lambda: nv.nvmlDeviceGetUtilizationRates(handle))
+    if util is not None:
+        out.update(util_percent=float(util.gpu), mem_util_percent=float(util.memory))
+    mem = _guarded("memory", lambda: nv.nvmlDeviceGetMemoryInfo(handle))
+    if mem is not None:
+        out.update(mem_used_bytes=int(mem.used), mem_total_bytes=int(mem.total))
+    for key, counter in (
+        ("pcie_tx_kbps", nv.NVML_PCIE_UTIL_TX_BYTES),
+        ("pcie_rx_kbps", nv.NVML_PCIE_UTIL_RX_BYTES),
+    ):
+        kbps = _guarded(key, partial(nv.nvmlDeviceGetPcieThroughput, handle, counter))
+        if kbps is not None:
+            out[key] = float(kbps)
+    nvlink = _nvlink_kib(nv, handle)
+    if nvlink is not None:
+        out["nvlink_tx_kib"], out["nvlink_rx_kib"] = nvlink
     return out
 
 
@@ -93,28 +153,7 @@ class TelemetrySampler:
             rec["cpu_percent"] = self._proc.cpu_percent(None)
             rec["rss_bytes"] = self._proc.memory_info().rss
         if self._nv is not None:
-            gpus = []
-            for h in self._handles:
-                g: dict[str, Any] = {}
-                try:
-                    util = self._nv.nvmlDeviceGetUtilizationRates(h)
-                    mem = self._nv.nvmlDeviceGetMemoryInfo(h)
-                    g.update(
-                        util_percent=util.gpu,
-                        mem_util_percent=util.memory,
-                        mem_used_bytes=int(mem.used),
-                        mem_total_bytes=int(mem.total),
-                    )
-                    g["pcie_tx_kbps"] = self._nv.nvmlDeviceGetPcieThroughput(
-                        h, self._nv.NVML_PCIE_UTIL_TX_BYTES
-                    )
-                    g["pcie_rx_kbps"] = self._nv.nvmlDeviceGetPcieThroughput(
-                        h, self._nv.NVML_PCIE_UTIL_RX_BYTES
-                    )
-                except Exception as err:  # a counter a GPU does not support
-                    g["error"] = str(err)
-                gpus.append(g)
-            rec["gpus"] = gpus
+            rec["gpus"] = [gpu_counters(self._nv, h) for h in self._handles]
         return rec
 
     def _run(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlsched.controller import serde
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.runs import TaskDefaults
@@ -46,7 +47,8 @@ def _beat(
     ex: ClusterExecutor | None = None,
 ) -> None:
     """A heartbeat, answered as the controller's handler answers it (with ``ex``)."""
-    assert reg.heartbeat(agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)) is not None
+    request = agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)
+    assert reg.heartbeat(serde.heartbeat_from_proto(request)) is not None
     if ex is not None:
         ex.desired_for(agent)
 

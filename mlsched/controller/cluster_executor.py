@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
+from mlsched.controller.reports import TaskReport
 from mlsched.controller.runs import (
     Generation,
     JobRun,
@@ -41,7 +42,6 @@ __all__ = ["ClusterExecutor"]
 
 log = logging.getLogger(__name__)
 
-EXITED = agent_pb2.TASK_STATE_EXITED
 COUNTERS = ("timed_iterations", "compute_time_s", "comm_time_s", "bytes_sent", "bytes_recv")
 
 
@@ -263,12 +263,12 @@ class ClusterExecutor(Executor):
         self._wake.set()
 
     # Internals --------------------------------------------------------------------------
-    def _statuses(self, gen: Generation) -> dict[str, agent_pb2.TaskStatus | None]:
+    def _statuses(self, gen: Generation) -> dict[str, TaskReport | None]:
         """The latest status of each task; None: its agent is gone (the task is lost).
 
         The tasks of an agent not yet back after a controller restart are not lost: their
         status is unknown (not exited) until it registers again or is declared lost."""
-        out: dict[str, agent_pb2.TaskStatus | None] = {}
+        out: dict[str, TaskReport | None] = {}
         for task_id, agent_id in gen.agent_of.items():
             final = gen.final.get(task_id)
             if final is not None:
@@ -277,12 +277,12 @@ class ClusterExecutor(Executor):
                 continue
             agent = self.agents.get(agent_id)
             if agent is not None and agent.returning:
-                out[task_id] = agent_pb2.TaskStatus(task_id=task_id)
+                out[task_id] = TaskReport(task_id)
             elif agent is None or not agent.alive:
                 out[task_id] = None
             else:
-                status = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
-                if status.state == EXITED:
+                status = agent.tasks.get(task_id) or TaskReport(task_id)
+                if status.exited:
                     gen.final[task_id] = status
                 gen.seen_status[task_id] = status
                 out[task_id] = status
@@ -318,7 +318,7 @@ class ClusterExecutor(Executor):
 
     def _advance(self, job_id: str, run: JobRun, gen: Generation) -> None:
         statuses = self._statuses(gen)
-        exited = {t: s for t, s in statuses.items() if s is None or s.state == EXITED}
+        exited = {t: s for t, s in statuses.items() if s is None or s.exited}
         for task_id, s in exited.items():
             if gen.failed or gen.draining:
                 break
@@ -521,7 +521,7 @@ class ClusterExecutor(Executor):
         job: JobSpec,
         run: JobRun,
         gen: Generation,
-        statuses: list[agent_pb2.TaskStatus],
+        statuses: list[TaskReport],
         slot: int,
     ) -> Measurement | None:
         """Per-iteration means over the slot, from the workers' cumulative counters."""
@@ -555,7 +555,7 @@ class ClusterExecutor(Executor):
             bytes_recv=recv,
         )
 
-    def _restart_s(self, gen: Generation, statuses: list[agent_pb2.TaskStatus]) -> float | None:
+    def _restart_s(self, gen: Generation, statuses: list[TaskReport]) -> float | None:
         """Stop-to-first-iteration time of a relaunch, once, when it is known."""
         if gen.restart_reported or gen.trigger_at is None:
             return None

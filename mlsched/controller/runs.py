@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from mlsched.controller.reports import TaskReport
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
@@ -50,10 +51,10 @@ class Generation:
     draining: bool = False
     failed: str = ""
     restart_reported: bool = False
-    final: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)  # at its end
+    final: dict[str, TaskReport] = field(default_factory=dict)  # at its end
     # The last status each task's agent reported (not persisted): what a lost agent's
     # tasks had done when it went silent.
-    seen_status: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)
+    seen_status: dict[str, TaskReport] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +72,7 @@ class Generation:
             "draining": self.draining,
             "failed": self.failed,
             "restart_reported": self.restart_reported,
-            "final": {k: json_format.MessageToDict(v) for k, v in self.final.items()},
+            "final": {k: v.to_dict() for k, v in self.final.items()},
         }
 
     @classmethod
@@ -92,10 +93,7 @@ class Generation:
             draining=raw["draining"],
             failed=raw["failed"],
             restart_reported=raw["restart_reported"],
-            final={
-                k: json_format.ParseDict(v, agent_pb2.TaskStatus())
-                for k, v in raw.get("final", {}).items()
-            },
+            final={k: TaskReport.from_dict(v) for k, v in raw.get("final", {}).items()},
         )
 
 

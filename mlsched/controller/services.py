@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from mlsched.controller.agents import info_from_request
+from mlsched.controller import serde
 from mlsched.core.errors import MlschedError, SpecError, shorten
 from mlsched.net.auth import agent_of
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
@@ -57,7 +57,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.RegisterResponse:
         _check_identity(context, request.name)
         try:
-            info = info_from_request(request)
+            info = serde.agent_info_from_proto(request)
         except SpecError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         info = self.ctl.agents.register(info)
@@ -78,7 +78,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> agent_pb2.HeartbeatResponse:
         _check_identity(context, request.agent_id)
-        agent = self.ctl.agents.heartbeat(request)
+        agent = self.ctl.agents.heartbeat(serde.heartbeat_from_proto(request))
         if agent is None:
             return agent_pb2.HeartbeatResponse(reregister=True)
         self.ctl.executor.poke()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
 from mlsched.controller.reports import TaskReport
 from mlsched.controller.runs import (
@@ -56,6 +57,17 @@ class RunFacts(NamedTuple):
     lost_steps: int
     checkpoint_step: int
     checkpoint_units: float
+
+
+class _LiveAgents:
+    """The registry's live agents, as a container (looked up, not copied)."""
+
+    def __init__(self, agents: AgentRegistry) -> None:
+        self.agents = agents
+
+    def __contains__(self, agent_id: object) -> bool:
+        agent = self.agents.get(agent_id) if isinstance(agent_id, str) else None
+        return agent is not None and agent.alive
 
 
 def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
@@ -97,6 +109,7 @@ class ClusterExecutor(Executor):
         self.fatal: dict[str, str] = {}  # jobs that failed too often: the controller ends them
         self._failures: dict[str, str] = {}
         self._restarts: dict[str, float] = {}
+        self._live = _LiveAgents(agents)
 
     # Cluster ----------------------------------------------------------------------------
     def set_cluster(self, cluster: Cluster) -> None:
@@ -300,91 +313,69 @@ class ClusterExecutor(Executor):
                 self._want.pop(job_id, None)
 
     def _reconcile_job(self, job_id: str, run: JobRun) -> None:
-        if run.gen is not None:
-            self._advance(job_id, run, run.gen)
-        want = self._want.get(job_id)
-        gen = run.gen
-        if gen is not None and not gen.draining and (want is None or gen.layout != want):
-            self._drain(run, gen, "re-layout" if want else "paused")
-        if run.gen is None and want is not None and not run.finished:
-            if job_id in self.fatal:
+        """Apply what :func:`decide` says until it says to keep or to wait (at most a
+        failure, the end of the generation and the launch of the next)."""
+        reports = self._statuses(run.gen) if run.gen is not None else {}
+        while True:
+            action = decide(
+                run,
+                reports,
+                self._want.get(job_id),
+                self._live,
+                self.clock(),
+                max_failures=self.max_failures,
+                fatal=job_id in self.fatal,
+            )
+            if isinstance(action, (Keep, Wait)):
                 return
-            if all(self._alive(a) for a, _, _ in want):
-                self._launch(job_id, run, want)
-
-    def _alive(self, agent_id: str) -> bool:
-        agent = self.agents.get(agent_id)
-        return agent is not None and agent.alive
-
-    def _advance(self, job_id: str, run: JobRun, gen: Generation) -> None:
-        statuses = self._statuses(gen)
-        exited = {t: s for t, s in statuses.items() if s is None or s.exited}
-        for task_id, s in exited.items():
-            if gen.failed or gen.draining:
-                break
-            if s is None:
-                gen.failed = f"task {task_id}: agent {gen.agent_of[task_id]} lost"
-            elif s.exit_code != 0 and s.exit_reason != "completed":
-                gen.failed = f"task {task_id} exited {s.exit_code}: {s.exit_reason}"
-            if gen.failed:
+            if isinstance(action, Launch):
+                self._launch(job_id, run, action.layout)
+                return
+            gen = run.gen
+            assert gen is not None
+            if isinstance(action, Fail):
+                gen.failed = action.reason
                 log.warning(
                     "[controller] job %s generation %d failed: %s", job_id, gen.number, gen.failed
                 )
-                self._drain(run, gen, "failure")
-        if len(exited) < len(statuses):
-            return
-        # Every task has exited: take the newest checkpoint any of them wrote (a lost
-        # agent's tasks: the last one its heartbeats reported).
-        for s in [*exited.values(), *gen.seen_status.values()]:
-            if s is not None and s.measurement.checkpoint_cursor >= 0:
-                m = s.measurement
-                if m.checkpoint_step >= run.step:
-                    run.step, run.cursor = int(m.checkpoint_step), int(m.checkpoint_cursor)
-        if gen.failed:
-            # What the tasks had trained beyond the checkpoint the next generation starts
-            # from (a lost agent's tasks report nothing more: their last heartbeat counts).
-            reached = max(
-                (
-                    int(s.measurement.last_step) + 1
-                    for s in [*exited.values(), *gen.seen_status.values()]
-                    if s is not None and s.measurement.iterations
-                ),
-                default=run.step,
-            )
-            run.lost_steps += max(0, reached - run.step)
+                self._drain(run, gen, "failure", action.at)
+            elif isinstance(action, Drain):
+                self._drain(run, gen, action.reason, action.at)
+            else:
+                self._finish(job_id, run, gen, action)
+
+    def _alive(self, agent_id: str) -> bool:
+        return agent_id in self._live
+
+    def _finish(self, job_id: str, run: JobRun, gen: Generation, end: Finish) -> None:
+        run.step, run.cursor = end.step, end.cursor
+        if end.failed:
+            run.lost_steps += end.lost_steps
             run.failed_generations += 1
-            run.last_failure = gen.failed
+            run.last_failure = end.failed
+            if not end.finished:
+                self._failures[job_id] = end.failed
+        if end.finished:
+            run.finished = True
+        run.failures = end.failures
+        if end.fatal:
+            self.fatal[job_id] = end.fatal
         self._release_ports(gen)
         run.ended.append(gen)
-        if run.step >= gen.stop_step:
-            run.finished, run.failures = True, 0
-        elif gen.failed:
-            self._failures[job_id] = gen.failed
-            # A machine that went down is no fault of the job: only failures of its own
-            # processes count towards the crash loop that ends it.
-            machine_lost = any(s is None for s in exited.values())
-            if not machine_lost:
-                run.failures += 1
-            if run.failures >= self.max_failures:
-                self.fatal[job_id] = (
-                    f"{run.failures} generations failed in a row; last: {gen.failed}"
-                )
-        else:
-            run.failures = 0
         log.info(
             "[controller] job %s generation %d ended at step %d (cursor %d)%s",
             job_id,
             gen.number,
             run.step,
             run.cursor,
-            f": {gen.failed}" if gen.failed else "",
+            f": {end.failed}" if end.failed else "",
         )
         run.gen = None
         self._persist(job_id)
 
-    def _drain(self, run: JobRun, gen: Generation, why: str) -> None:
+    def _drain(self, run: JobRun, gen: Generation, why: str, at: float) -> None:
         gen.draining = True
-        run.last_stop_at = self.clock()
+        run.last_stop_at = at
         log.info("[controller] job %s generation %d stopping (%s)", run.job_id, gen.number, why)
         self._persist(run.job_id)
 

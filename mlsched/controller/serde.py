@@ -18,15 +18,18 @@ from mlsched.controller.reports import (
     TaskState,
     Telemetry,
 )
+from mlsched.controller.status import ClusterStatus, JobStatus
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_number
 from mlsched.core.ids import check_id, check_text
 from mlsched.core.limits import MAX_RESOURCE, Bound
-from mlsched.v1 import agent_pb2
+from mlsched.v1 import agent_pb2, jobs_pb2
 
 __all__ = [
     "agent_info_from_proto",
+    "cluster_status_to_proto",
     "heartbeat_from_proto",
+    "job_status_to_proto",
     "report_from_proto",
     "report_to_proto",
 ]
@@ -170,3 +173,54 @@ def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
         port_hi=hi,
         version=req.version,
     )
+
+
+# Job service ----------------------------------------------------------------------------
+def job_status_to_proto(s: JobStatus) -> jobs_pb2.JobStatus:
+    out = jobs_pb2.JobStatus(
+        job_id=s.job_id,
+        state=s.state,
+        reason=s.reason,
+        arrival_slot=s.arrival_slot,
+        progress=s.progress,
+        total_work=s.total_work,
+        completion_slot=s.completion_slot,
+        utility=s.utility,
+        restarts=s.restarts,
+        predicted_iteration_s=s.predicted_iteration_s,
+        measured_iteration_s=s.measured_iteration_s,
+        price=s.price,
+        slots_run=s.slots_run,
+        iterations=s.iterations,
+        admitted=s.admitted,
+        admitted_slot=s.admitted_slot,
+        failed_generations=s.failed_generations,
+        lost_steps=s.lost_steps,
+        checkpoint_step=s.checkpoint_step,
+    )
+    for p in s.placement:
+        out.placement.add(agent_id=p.agent_id, workers=p.workers, ps=p.ps)
+    return out
+
+
+def cluster_status_to_proto(s: ClusterStatus) -> jobs_pb2.GetClusterStatusResponse:
+    out = jobs_pb2.GetClusterStatusResponse(
+        slot=s.slot,
+        slot_seconds=s.slot_seconds,
+        policy=s.policy,
+        model_error_mean_abs=s.model_error_mean_abs,
+        model_error_samples=s.model_error_samples,
+    )
+    for a in s.agents:
+        entry = out.agents.add(
+            agent_id=a.agent_id,
+            name=a.agent_id,
+            host=a.host,
+            alive=a.alive,
+            last_heartbeat_age_s=a.last_heartbeat_age_s,
+            tasks=a.tasks,
+            gpu_type=a.gpu_type,
+        )
+        entry.capacity.amounts.update(a.capacity)
+        entry.used.amounts.update(a.used)
+    return out

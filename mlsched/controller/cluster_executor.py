@@ -7,7 +7,8 @@ agents' desired state, so they get SIGTERM, stop at a common step and checkpoint
 once every task has exited, the next generation starts from that checkpoint with the new
 layout. ``collect`` waits for the slot's end and turns what the agents reported into the
 engine's progress and measurements (per-iteration compute and communication times, bytes)
-— the closed loop.
+— the closed loop. What becomes of a generation is decided by ``decisions.decide``, a pure
+function of the facts gathered here; this class applies its answers.
 
 Everything here is driven by two threads: the slot loop (``apply``/``collect``) and the
 gRPC handlers (``desired_for`` on each heartbeat); one lock guards the state.

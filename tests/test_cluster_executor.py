@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mlsched.controller import serde
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.runs import TaskSettings
@@ -49,7 +50,8 @@ def _beat(
     ex: ClusterExecutor | None = None,
 ) -> None:
     """A heartbeat, answered as the controller's handler answers it (with ``ex``)."""
-    assert reg.heartbeat(agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)) is not None
+    request = agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks)
+    assert reg.heartbeat(serde.heartbeat_from_proto(request)) is not None
     if ex is not None:
         ex.desired_for(agent)
 
@@ -146,7 +148,7 @@ def test_measurements_carry_the_achieved_comm_and_nic_throughput() -> None:
         net = agent_pb2.Telemetry(net_interface="eth0", sampled_unix=t)
         net.net_sent_bytes, net.net_recv_bytes = gb * 1e9, 2 * gb * 1e9
         req = agent_pb2.HeartbeatRequest(agent_id=agent, tasks=tasks, telemetry=net)
-        assert reg.heartbeat(req) is not None
+        assert reg.heartbeat(serde.heartbeat_from_proto(req)) is not None
 
     def ranks(last: int, timed: int) -> list[agent_pb2.TaskStatus]:
         out = []

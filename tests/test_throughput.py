@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mlsched.controller import serde
 from mlsched.controller.agents import AgentInfo
 from mlsched.controller.throughput import NicMeter, comm_gbps
 from mlsched.perfmodel.base import NicThroughput
@@ -21,7 +22,8 @@ def _agent(name: str, t: float, sent: float | None, recv: float, nic: str = "eth
     tel = agent_pb2.Telemetry(net_interface=nic, sampled_unix=t)
     if sent is not None:
         tel.net_sent_bytes, tel.net_recv_bytes = sent, recv
-    return AgentInfo(agent_id=name, host="10.0.0.1", capacity={}, telemetry=tel)
+    report = serde.telemetry_from_proto(tel)  # as the controller holds it
+    return AgentInfo(agent_id=name, host="10.0.0.1", capacity={}, telemetry=report)
 
 
 def test_nic_meter_compares_successive_slots_only() -> None:

@@ -12,13 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlsched.controller.reports import Heartbeat, TaskReport, Telemetry
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
-from mlsched.core.errors import SpecError
-from mlsched.core.fields import check_number
-from mlsched.core.ids import check_id, check_text
-from mlsched.core.limits import MAX_RESOURCE, Bound
 from mlsched.core.resources import ResourceVector
-from mlsched.v1 import agent_pb2
 
 __all__ = ["AgentInfo", "AgentRegistry"]
 
@@ -43,8 +39,8 @@ class AgentInfo:
     alive: bool = True
     returning: bool = False  # known before a controller restart, not registered again yet
     last_seen: float = field(default_factory=time.monotonic)
-    tasks: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)
-    telemetry: agent_pb2.Telemetry | None = None
+    tasks: dict[str, TaskReport] = field(default_factory=dict)  # as last reported
+    telemetry: Telemetry | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,47 +70,6 @@ class AgentInfo:
             rack=self.rack,
             uplink_gbps=self.nic_gbps or DEFAULT_NIC_GBPS,
         )
-
-
-def info_from_request(req: agent_pb2.RegisterRequest) -> AgentInfo:
-    """Validate a registration; errors name the field."""
-    check_id(req.name, "name")
-    check_text(req.host, "host", max_len=255)
-    for name, text in (("rack", req.rack), ("gpu_type", req.gpu_type), ("version", req.version)):
-        if text:
-            check_text(text, name, max_len=64)
-    if len(req.capacity.amounts) > 32:
-        raise SpecError("capacity", f"{len(req.capacity.amounts)} resources", "at most 32")
-    capacity = {
-        check_id(k, "capacity", max_len=64): float(
-            check_number(v, f"capacity.{k}", Bound(0.0, MAX_RESOURCE))
-        )
-        for k, v in req.capacity.amounts.items()
-    }
-    check_number(req.nic_gbps, "nic_gbps", Bound(0.0, MAX_RESOURCE))
-    pool = req.pool or "both"
-    if pool not in ("worker", "ps", "both"):
-        raise SpecError("pool", pool, "one of worker, ps, both")
-    lo, hi = (req.port_lo, req.port_hi) if req.port_lo or req.port_hi else (29500, 29999)
-    if not 1024 <= lo <= hi <= 65535:
-        raise SpecError("port_lo", f"{lo}-{hi}", "a port range within 1024-65535")
-    gpu_type = req.gpu_type or (req.gpus[0].type if req.gpus else "") or None
-    if gpu_type is not None:
-        check_text(gpu_type, "gpu_type", max_len=64)
-    return AgentInfo(
-        agent_id=req.name,
-        host=req.host,
-        capacity=capacity,
-        pool=pool,
-        rack=req.rack or "rack0",
-        gpu_type=gpu_type,
-        nic_gbps=req.nic_gbps or DEFAULT_NIC_GBPS,
-        real_gpus=req.real_gpus,
-        gpu_count=int(capacity.get("gpu", len(req.gpus))),
-        port_lo=lo,
-        port_hi=hi,
-        version=req.version,
-    )
 
 
 class AgentRegistry:
@@ -151,17 +106,17 @@ class AgentRegistry:
             self._agents[info.agent_id] = info
             return info
 
-    def heartbeat(self, req: agent_pb2.HeartbeatRequest) -> AgentInfo | None:
+    def heartbeat(self, beat: Heartbeat) -> AgentInfo | None:
         """Record a heartbeat; None if the agent is unknown or was declared lost (it must
         register again, so that the controller re-plans with it deliberately)."""
         with self._lock:
-            agent = self._agents.get(req.agent_id)
+            agent = self._agents.get(beat.agent_id)
             if agent is None or not agent.alive:
                 return None
             agent.last_seen = time.monotonic()
-            agent.tasks = {t.task_id: t for t in req.tasks}
-            if req.HasField("telemetry"):
-                agent.telemetry = req.telemetry
+            agent.tasks = {t.task_id: t for t in beat.tasks}
+            if beat.telemetry is not None:
+                agent.telemetry = beat.telemetry
             return agent
 
     def expire(self) -> list[str]:

@@ -7,7 +7,8 @@ agents' desired state, so they get SIGTERM, stop at a common step and checkpoint
 once every task has exited, the next generation starts from that checkpoint with the new
 layout. ``collect`` waits for the slot's end and turns what the agents reported into the
 engine's progress and measurements (per-iteration compute and communication times, bytes)
-— the closed loop.
+— the closed loop. What becomes of a generation is decided by ``decisions.decide``, a pure
+function of the facts gathered here; this class applies its answers.
 
 Everything here is driven by two threads: the slot loop (``apply``/``collect``) and the
 gRPC handlers (``desired_for`` on each heartbeat); one lock guards the state.
@@ -22,7 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
+from mlsched.controller.reports import TaskReport
 from mlsched.controller.runs import (
     Generation,
     JobRun,
@@ -35,15 +38,13 @@ from mlsched.controller.throughput import NicMeter, comm_gbps
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
-from mlsched.net.task_wire import task_to_proto
+from mlsched.core.tasks import TaskPlan
 from mlsched.perfmodel.base import Measurement
-from mlsched.v1 import agent_pb2
 
 __all__ = ["ClusterExecutor"]
 
 log = logging.getLogger(__name__)
 
-EXITED = agent_pb2.TASK_STATE_EXITED
 COUNTERS = (
     "timed_iterations",
     "compute_time_s",
@@ -65,6 +66,17 @@ class RunFacts(NamedTuple):
     lost_steps: int
     checkpoint_step: int
     checkpoint_units: float
+
+
+class _LiveAgents:
+    """The registry's live agents, as a container (looked up, not copied)."""
+
+    def __init__(self, agents: AgentRegistry) -> None:
+        self.agents = agents
+
+    def __contains__(self, agent_id: object) -> bool:
+        agent = self.agents.get(agent_id) if isinstance(agent_id, str) else None
+        return agent is not None and agent.alive
 
 
 def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
@@ -107,6 +119,7 @@ class ClusterExecutor(Executor):
         self._failures: dict[str, str] = {}
         self._restarts: dict[str, float] = {}
         self._nic = NicMeter()
+        self._live = _LiveAgents(agents)
 
     # Cluster ----------------------------------------------------------------------------
     def set_cluster(self, cluster: Cluster) -> None:
@@ -247,20 +260,21 @@ class ClusterExecutor(Executor):
             return RunFacts(run.failed_generations, run.lost_steps, run.step, float(run.cursor))
 
     # Heartbeats -------------------------------------------------------------------------
-    def desired_for(self, agent_id: str) -> list[agent_pb2.TaskSpec]:
-        """The tasks ``agent_id`` must run now, with renewed leases."""
+    def desired_for(self, agent_id: str) -> list[TaskPlan]:
+        """The tasks ``agent_id`` must run now (their leases run to :meth:`lease_expiry`)."""
         with self._lock:
             self._reconcile_locked()
-            lease = self.clock() + self.lease_s
-            out: list[agent_pb2.TaskSpec] = []
+            out: list[TaskPlan] = []
             for run in self.runs.values():
                 gen = run.gen
                 if gen is None or gen.draining:
                     continue
-                for task_id, plan in gen.tasks.items():
-                    if gen.agent_of[task_id] == agent_id:
-                        out.append(task_to_proto(plan, lease_expires_unix=lease))
+                out.extend(p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id)
             return out
+
+    def lease_expiry(self) -> float:
+        """When a lease renewed now runs out: the agent stops a task not renewed by then."""
+        return self.clock() + self.lease_s
 
     def reconcile(self) -> None:
         with self._lock:
@@ -271,12 +285,12 @@ class ClusterExecutor(Executor):
         self._wake.set()
 
     # Internals --------------------------------------------------------------------------
-    def _statuses(self, gen: Generation) -> dict[str, agent_pb2.TaskStatus | None]:
+    def _statuses(self, gen: Generation) -> dict[str, TaskReport | None]:
         """The latest status of each task; None: its agent is gone (the task is lost).
 
         The tasks of an agent not yet back after a controller restart are not lost: their
         status is unknown (not exited) until it registers again or is declared lost."""
-        out: dict[str, agent_pb2.TaskStatus | None] = {}
+        out: dict[str, TaskReport | None] = {}
         for task_id, agent_id in gen.agent_of.items():
             final = gen.final.get(task_id)
             if final is not None:
@@ -285,12 +299,12 @@ class ClusterExecutor(Executor):
                 continue
             agent = self.agents.get(agent_id)
             if agent is not None and agent.returning:
-                out[task_id] = agent_pb2.TaskStatus(task_id=task_id)
+                out[task_id] = TaskReport(task_id)
             elif agent is None or not agent.alive:
                 out[task_id] = None
             else:
-                status = agent.tasks.get(task_id, agent_pb2.TaskStatus(task_id=task_id))
-                if status.state == EXITED:
+                status = agent.tasks.get(task_id) or TaskReport(task_id)
+                if status.exited:
                     gen.final[task_id] = status
                 gen.seen_status[task_id] = status
                 out[task_id] = status
@@ -308,91 +322,69 @@ class ClusterExecutor(Executor):
                 self._want.pop(job_id, None)
 
     def _reconcile_job(self, job_id: str, run: JobRun) -> None:
-        if run.gen is not None:
-            self._advance(job_id, run, run.gen)
-        want = self._want.get(job_id)
-        gen = run.gen
-        if gen is not None and not gen.draining and (want is None or gen.layout != want):
-            self._drain(run, gen, "re-layout" if want else "paused")
-        if run.gen is None and want is not None and not run.finished:
-            if job_id in self.fatal:
+        """Apply what :func:`decide` says until it says to keep or to wait (at most a
+        failure, the end of the generation and the launch of the next)."""
+        reports = self._statuses(run.gen) if run.gen is not None else {}
+        while True:
+            action = decide(
+                run,
+                reports,
+                self._want.get(job_id),
+                self._live,
+                self.clock(),
+                max_failures=self.max_failures,
+                fatal=job_id in self.fatal,
+            )
+            if isinstance(action, (Keep, Wait)):
                 return
-            if all(self._alive(a) for a, _, _ in want):
-                self._launch(job_id, run, want)
-
-    def _alive(self, agent_id: str) -> bool:
-        agent = self.agents.get(agent_id)
-        return agent is not None and agent.alive
-
-    def _advance(self, job_id: str, run: JobRun, gen: Generation) -> None:
-        statuses = self._statuses(gen)
-        exited = {t: s for t, s in statuses.items() if s is None or s.state == EXITED}
-        for task_id, s in exited.items():
-            if gen.failed or gen.draining:
-                break
-            if s is None:
-                gen.failed = f"task {task_id}: agent {gen.agent_of[task_id]} lost"
-            elif s.exit_code != 0 and s.exit_reason != "completed":
-                gen.failed = f"task {task_id} exited {s.exit_code}: {s.exit_reason}"
-            if gen.failed:
+            if isinstance(action, Launch):
+                self._launch(job_id, run, action.layout)
+                return
+            gen = run.gen
+            assert gen is not None
+            if isinstance(action, Fail):
+                gen.failed = action.reason
                 log.warning(
                     "[controller] job %s generation %d failed: %s", job_id, gen.number, gen.failed
                 )
-                self._drain(run, gen, "failure")
-        if len(exited) < len(statuses):
-            return
-        # Every task has exited: take the newest checkpoint any of them wrote (a lost
-        # agent's tasks: the last one its heartbeats reported).
-        for s in [*exited.values(), *gen.seen_status.values()]:
-            if s is not None and s.measurement.checkpoint_cursor >= 0:
-                m = s.measurement
-                if m.checkpoint_step >= run.step:
-                    run.step, run.cursor = int(m.checkpoint_step), int(m.checkpoint_cursor)
-        if gen.failed:
-            # What the tasks had trained beyond the checkpoint the next generation starts
-            # from (a lost agent's tasks report nothing more: their last heartbeat counts).
-            reached = max(
-                (
-                    int(s.measurement.last_step) + 1
-                    for s in [*exited.values(), *gen.seen_status.values()]
-                    if s is not None and s.measurement.iterations
-                ),
-                default=run.step,
-            )
-            run.lost_steps += max(0, reached - run.step)
+                self._drain(run, gen, "failure", action.at)
+            elif isinstance(action, Drain):
+                self._drain(run, gen, action.reason, action.at)
+            else:
+                self._finish(job_id, run, gen, action)
+
+    def _alive(self, agent_id: str) -> bool:
+        return agent_id in self._live
+
+    def _finish(self, job_id: str, run: JobRun, gen: Generation, end: Finish) -> None:
+        run.step, run.cursor = end.step, end.cursor
+        if end.failed:
+            run.lost_steps += end.lost_steps
             run.failed_generations += 1
-            run.last_failure = gen.failed
+            run.last_failure = end.failed
+            if not end.finished:
+                self._failures[job_id] = end.failed
+        if end.finished:
+            run.finished = True
+        run.failures = end.failures
+        if end.fatal:
+            self.fatal[job_id] = end.fatal
         self._release_ports(gen)
         run.ended.append(gen)
-        if run.step >= gen.stop_step:
-            run.finished, run.failures = True, 0
-        elif gen.failed:
-            self._failures[job_id] = gen.failed
-            # A machine that went down is no fault of the job: only failures of its own
-            # processes count towards the crash loop that ends it.
-            machine_lost = any(s is None for s in exited.values())
-            if not machine_lost:
-                run.failures += 1
-            if run.failures >= self.max_failures:
-                self.fatal[job_id] = (
-                    f"{run.failures} generations failed in a row; last: {gen.failed}"
-                )
-        else:
-            run.failures = 0
         log.info(
             "[controller] job %s generation %d ended at step %d (cursor %d)%s",
             job_id,
             gen.number,
             run.step,
             run.cursor,
-            f": {gen.failed}" if gen.failed else "",
+            f": {end.failed}" if end.failed else "",
         )
         run.gen = None
         self._persist(job_id)
 
-    def _drain(self, run: JobRun, gen: Generation, why: str) -> None:
+    def _drain(self, run: JobRun, gen: Generation, why: str, at: float) -> None:
         gen.draining = True
-        run.last_stop_at = self.clock()
+        run.last_stop_at = at
         log.info("[controller] job %s generation %d stopping (%s)", run.job_id, gen.number, why)
         self._persist(run.job_id)
 
@@ -529,7 +521,7 @@ class ClusterExecutor(Executor):
         job: JobSpec,
         run: JobRun,
         gen: Generation,
-        statuses: list[agent_pb2.TaskStatus],
+        statuses: list[TaskReport],
         slot: int,
     ) -> Measurement | None:
         """Per-iteration means over the slot, from the workers' cumulative counters, with
@@ -568,7 +560,7 @@ class ClusterExecutor(Executor):
             nic={a: hosts[a] for a, _, _ in gen.layout if a in hosts},
         )
 
-    def _restart_s(self, gen: Generation, statuses: list[agent_pb2.TaskStatus]) -> float | None:
+    def _restart_s(self, gen: Generation, statuses: list[TaskReport]) -> float | None:
         """Stop-to-first-iteration time of a relaunch, once, when it is known."""
         if gen.restart_reported or gen.trigger_at is None:
             return None

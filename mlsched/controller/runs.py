@@ -10,18 +10,17 @@ generation resumes from that checkpoint with its own world size. Steps and the d
 from __future__ import annotations
 
 import math
+import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from google.protobuf import json_format
-
+from mlsched.controller.reports import TaskReport
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.tasks import LaunchKind, NodeLaunch, TaskPlan, launch_kind
 from mlsched.core.train_config import Role, TrainConfig
-from mlsched.v1 import agent_pb2
 
 __all__ = [
     "Generation",
@@ -63,10 +62,10 @@ class Generation:
     draining: bool = False
     failed: str = ""
     restart_reported: bool = False
-    final: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)  # at its end
+    final: dict[str, TaskReport] = field(default_factory=dict)  # at its end
     # The last status each task's agent reported (not persisted): what a lost agent's
     # tasks had done when it went silent.
-    seen_status: dict[str, agent_pb2.TaskStatus] = field(default_factory=dict)
+    seen_status: dict[str, TaskReport] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,7 +83,7 @@ class Generation:
             "draining": self.draining,
             "failed": self.failed,
             "restart_reported": self.restart_reported,
-            "final": {k: json_format.MessageToDict(v) for k, v in self.final.items()},
+            "final": {k: v.to_dict() for k, v in self.final.items()},
         }
 
     @classmethod
@@ -105,10 +104,7 @@ class Generation:
             draining=raw["draining"],
             failed=raw["failed"],
             restart_reported=raw["restart_reported"],
-            final={
-                k: json_format.ParseDict(v, agent_pb2.TaskStatus())
-                for k, v in raw.get("final", {}).items()
-            },
+            final={k: TaskReport.from_dict(v) for k, v in raw.get("final", {}).items()},
         )
 
 
@@ -182,7 +178,9 @@ def plan_to_dict(plan: TaskPlan) -> dict[str, Any]:
 
 
 def plan_from_dict(raw: dict[str, Any]) -> TaskPlan:
-    """The task :func:`plan_to_dict` stored, validated again."""
+    """The task :func:`plan_to_dict` stored (or an earlier release's), validated again."""
+    if "config" not in raw:
+        return _legacy_plan(raw)
     return TaskPlan(
         task_id=str(raw["task_id"]),
         config=TrainConfig(**raw["config"]),
@@ -191,6 +189,29 @@ def plan_from_dict(raw: dict[str, Any]) -> TaskPlan:
         ),
         generation=int(raw["generation"]),
         gpu_indices=tuple(int(i) for i in raw["gpu_indices"]),
+    )
+
+
+_LEGACY_ROLES = {"TASK_ROLE_WORKER": "worker", "TASK_ROLE_PS": "ps", "TASK_ROLE_RANK": "rank"}
+
+
+def _legacy_plan(raw: dict[str, Any]) -> TaskPlan:
+    """A task stored by releases before the launch path: the JSON of a flat ``TaskSpec``
+    (camelCase keys, int64 as text, fields at their default left out), which always ran
+    one process directly. Fields it left out take the trainer's defaults, as its agents did."""
+    values: dict[str, Any] = {}
+    for f in fields(TrainConfig):
+        key = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
+        if key in raw:
+            value = raw[key]
+            values[f.name] = int(value) if str(f.type) == "int" else value
+    values["role"] = _LEGACY_ROLES.get(raw.get("role", ""), "rank")
+    values["launcher"] = "direct"
+    return TaskPlan(
+        task_id=str(raw["taskId"]),
+        config=TrainConfig(**values),
+        generation=int(raw.get("generation", 0)),
+        gpu_indices=tuple(int(i) for i in raw.get("gpuIndices", ())),
     )
 
 

@@ -18,33 +18,36 @@ import logging
 import queue
 import threading
 import time
-from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
-from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.records import record_from_row, record_state
+from mlsched.controller.reports import Heartbeat
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
-from mlsched.controller.services import add_services
+from mlsched.controller.services import Endpoint
+from mlsched.controller.status import (
+    FINAL_STATES,
+    AgentStatus,
+    ClusterStatus,
+    JobStatus,
+    PlacementEntry,
+)
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
 from mlsched.core.errors import SpecError, shorten
 from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_TOTAL_WORK, Bound
-from mlsched.net.auth import TokenInterceptor, check_listen, server_credentials
+from mlsched.net.auth import check_listen
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
-from mlsched.v1 import common_pb2, jobs_pb2
 
 __all__ = ["Controller", "ControllerConfig"]
 
@@ -117,15 +120,18 @@ class Controller:
         self._cancels: queue.Queue[str] = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.RLock()  # guards the snapshot and the id set
-        self._snapshot: dict[str, jobs_pb2.JobStatus] = {}
+        self._snapshot: dict[str, JobStatus] = {}
         self._ids: set[str] = set()
         self._iterations: dict[str, float] = {}
         self._last_error: dict[str, tuple[float, float]] = {}
         self._thread: threading.Thread | None = None
-        self.server: grpc.Server | None = None
+        self.endpoint: Endpoint | None = None
         self.port = 0
         self.agents.load(
-            [_agent_info(a) for a in self.store.agents()]  # known names keep their order
+            [  # known names keep their order
+                AgentInfo.from_dict(a["agent_id"], a["seq"], a["info"], a["alive"])
+                for a in self.store.agents()
+            ]
         )
         # A restart: clients see every stored job at once, and the agents' heartbeats are
         # answered with the adopted generations (not an empty list, which would stop them)
@@ -179,24 +185,8 @@ class Controller:
 
     # Lifecycle --------------------------------------------------------------------------
     def start(self) -> Controller:
-        interceptors = (
-            [TokenInterceptor(self.cfg.token, self.cfg.agent_secret)] if self.cfg.token else []
-        )
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
-        add_services(self, server)
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        creds = server_credentials(self.cfg.tls_cert, self.cfg.tls_key, self.cfg.tls_ca)
-        if creds is not None:
-            self.port = server.add_secure_port(self.cfg.listen, creds)
-        else:
-            self.port = server.add_insecure_port(self.cfg.listen)
-        if not self.port:
-            raise SpecError("listen", self.cfg.listen, "an address this host can listen on")
-        server.start()
-        self.server = server
-        for name in ("", "mlsched.v1.AgentService", "mlsched.v1.JobService"):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.endpoint = Endpoint(self)
+        self.port = self.endpoint.port
         self._thread = threading.Thread(target=self._loop, name="slot-loop", daemon=True)
         self._thread.start()
         threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True).start()
@@ -225,9 +215,8 @@ class Controller:
         self.executor.poke()
         if self._thread is not None:
             self._thread.join(timeout=self.cfg.slot_seconds + 10)
-        if self.server is not None:
-            self.health.enter_graceful_shutdown()
-            self.server.stop(grace=1).wait()
+        if self.endpoint is not None:
+            self.endpoint.stop()
         self._parser.close()
         self.store.close()
 
@@ -452,9 +441,29 @@ class Controller:
         else:
             self.store.save_run(job_id, run)
 
+    # Agents -----------------------------------------------------------------------------
+    def register_agent(self, info: AgentInfo) -> AgentInfo:
+        """A (re-)registration, already validated: the agent joins at the next boundary."""
+        info = self.agents.register(info)
+        self.store.upsert_agent(info.agent_id, info.to_dict(), alive=True)
+        log.info(
+            "[controller] agent %s registered (%s, %s)",
+            info.agent_id,
+            info.host,
+            " ".join(f"{k}={v:g}" for k, v in sorted(info.capacity.items())),
+        )
+        return info
+
+    def heartbeat(self, beat: Heartbeat) -> AgentInfo | None:
+        """Record what an agent reports; None: it must register again."""
+        agent = self.agents.heartbeat(beat)
+        if agent is not None:
+            self.executor.poke()
+        return agent
+
     # Client-facing state ----------------------------------------------------------------
     def _publish(self, engine: Engine) -> None:
-        snap: dict[str, jobs_pb2.JobStatus] = {}
+        snap: dict[str, JobStatus] = {}
         for job_id, record in engine.records.items():
             snap[job_id] = self._status(engine, record)
         with self._lock:
@@ -462,8 +471,15 @@ class Controller:
             pending = {j: s for j, s in pending.items() if j not in snap}
             self._snapshot = {**pending, **snap}
 
-    def _status(self, engine: Engine | None, record: JobRecord) -> jobs_pb2.JobStatus:
-        s = jobs_pb2.JobStatus(
+    def _status(self, engine: Engine | None, record: JobRecord) -> JobStatus:
+        p = engine.placements.get(record.job_id) if engine is not None else None
+        placement = (
+            _placement(self.executor.layout_of(p, engine.cluster))
+            if engine is not None and p is not None
+            else ()
+        )
+        predicted, measured = self._last_error.get(record.job_id, (0.0, 0.0))
+        return JobStatus(
             job_id=record.job_id,
             state=record.state.value,
             reason=record.reason,
@@ -472,7 +488,10 @@ class Controller:
             total_work=record.spec.total_work,
             completion_slot=record.completion_slot if record.completion_slot is not None else -1,
             utility=record.utility(),
+            placement=placement,
             restarts=record.restarts,
+            predicted_iteration_s=predicted,
+            measured_iteration_s=measured,
             price=record.quote.total if record.quote else 0.0,
             slots_run=record.slots_run,
             iterations=int(self._iterations.get(record.job_id, 0.0)),
@@ -480,14 +499,6 @@ class Controller:
             admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
             launch=launch_name(record.spec),
         )
-        p = engine.placements.get(record.job_id) if engine is not None else None
-        if engine is not None and p is not None:
-            for agent, w, k in self.executor.layout_of(p, engine.cluster):
-                s.placement.add(agent_id=agent, workers=w, ps=k)
-        err = self._last_error.get(record.job_id)
-        if err is not None:
-            s.predicted_iteration_s, s.measured_iteration_s = err
-        return s
 
     def submit(self, document: str) -> list[str]:
         jobs = parse_jobs(document, data_root=self.executor.settings.data_root, parser=self._parser)
@@ -501,7 +512,7 @@ class Controller:
                     self.store.add_job(job.job_id, job.to_dict(), submitted_at=now)
             for job in jobs:
                 self._ids.add(job.job_id)
-                self._snapshot[job.job_id] = jobs_pb2.JobStatus(
+                self._snapshot[job.job_id] = JobStatus(
                     job_id=job.job_id,
                     state="pending",
                     total_work=job.total_work,
@@ -512,89 +523,86 @@ class Controller:
         log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))
         return [j.job_id for j in jobs]
 
-    def cancel(self, job_id: str) -> jobs_pb2.JobStatus:
+    def cancel(self, job_id: str) -> JobStatus:
         status = self.job(job_id)
-        if status.state in ("done", "rejected", "failed", "cancelled"):
+        if status.state in FINAL_STATES:
             raise SpecError("job_id", job_id, f"a job that is not final (it is {status.state})")
         self.executor.forget(job_id)  # stop its processes now; the engine hears at the boundary
         self._cancels.put(job_id)
-        status.state, status.reason = "cancelling", "cancel requested"
-        return status
+        return replace(status, state="cancelling", reason="cancel requested")
 
-    def job(self, job_id: str) -> jobs_pb2.JobStatus:
+    def job(self, job_id: str) -> JobStatus:
         with self._lock:
-            snap = self._snapshot.get(job_id)
-            if snap is None:
+            out = self._snapshot.get(job_id)
+            if out is None:
                 raise KeyError(job_id)
-            out = jobs_pb2.JobStatus()
-            out.CopyFrom(snap)
         live = self.executor.live(job_id)
         if live is not None:
             units, steps = live
-            out.iterations = max(out.iterations, steps)
+            out = replace(out, iterations=max(out.iterations, steps))
             if out.state in _LIVE_STATES:
-                out.progress = max(out.progress, min(out.total_work, units))
+                out = replace(out, progress=max(out.progress, min(out.total_work, units)))
         facts = self.executor.failures_of(job_id)
         if facts is not None:
-            out.failed_generations = facts.failed_generations
-            out.lost_steps = facts.lost_steps
-            out.checkpoint_step = facts.checkpoint_step
+            out = replace(
+                out,
+                failed_generations=facts.failed_generations,
+                lost_steps=facts.lost_steps,
+                checkpoint_step=facts.checkpoint_step,
+            )
         doing = self.executor.live_state(job_id)
         if doing is not None and out.state in _LIVE_STATES:
             # The engine's snapshot is taken at slot boundaries; the executor knows what
             # the processes do now (a job launched this slot runs, where it was launched;
             # a lost agent's job waits to be re-placed).
-            out.state, out.reason = doing.state, doing.reason or out.reason
-            del out.placement[:]
-            for agent, w, k in doing.layout:
-                out.placement.add(agent_id=agent, workers=w, ps=k)
+            out = replace(
+                out,
+                state=doing.state,
+                reason=doing.reason or out.reason,
+                placement=_placement(doing.layout),
+            )
         return out
 
-    def jobs(self) -> list[jobs_pb2.JobStatus]:
+    def jobs(self) -> list[JobStatus]:
         with self._lock:
             ids = list(self._snapshot)
         return [self.job(j) for j in ids]
 
-    def cluster_status(self) -> jobs_pb2.GetClusterStatusResponse:
+    def cluster_status(self) -> ClusterStatus:
         engine = self.engine
-        resp = jobs_pb2.GetClusterStatusResponse(
-            slot=engine.slot if engine else 0,
-            slot_seconds=self.cfg.slot_seconds,
-            policy=self.cfg.policy,
-        )
         used: dict[str, dict[str, float]] = {}
         if engine is not None:
             names = engine.cluster.resource_names
             for i, server in enumerate(engine.cluster.servers):
                 used[server.name] = {n: float(engine.used[i, r]) for r, n in enumerate(names)}
         now = time.monotonic()
-        for a in self.agents.all():
-            st = resp.agents.add(
+        agents = tuple(
+            AgentStatus(
                 agent_id=a.agent_id,
-                name=a.agent_id,
                 host=a.host,
                 alive=a.alive,
                 last_heartbeat_age_s=now - a.last_seen,
                 tasks=len(a.tasks),
+                capacity=dict(a.capacity),
+                used=used.get(a.agent_id, {}),
                 gpu_type=a.gpu_type or "",
             )
-            st.capacity.amounts.update(a.capacity)
-            st.used.amounts.update(used.get(a.agent_id, {}))
-        if engine is not None and engine.model_errors:
-            errs = [abs(e.relative) for e in engine.model_errors]
-            resp.model_error_mean_abs = sum(errs) / len(errs)
-            resp.model_error_samples = len(errs)
-        return resp
+            for a in self.agents.all()
+        )
+        errs = [abs(e.relative) for e in engine.model_errors] if engine is not None else []
+        return ClusterStatus(
+            slot=engine.slot if engine else 0,
+            slot_seconds=self.cfg.slot_seconds,
+            policy=self.cfg.policy,
+            agents=agents,
+            model_error_mean_abs=sum(errs) / len(errs) if errs else 0.0,
+            model_error_samples=len(errs),
+        )
 
 
 # Engine states the executor's live view may refine (final states are the engine's alone).
 _LIVE_STATES = ("pending", "admitted", "running", "paused")
 
 
-def _agent_info(row: dict[str, Any]) -> Any:
-    from mlsched.controller.agents import AgentInfo
-
-    return AgentInfo.from_dict(row["agent_id"], row["seq"], row["info"], row["alive"])
-
-
-_ = common_pb2  # the generated modules import it; keep the dependency explicit
+def _placement(layout: tuple[tuple[str, int, int], ...]) -> tuple[PlacementEntry, ...]:
+    return tuple(PlacementEntry(agent, w, k) for agent, w, k in layout)

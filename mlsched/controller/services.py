@@ -1,28 +1,57 @@
-"""The controller's gRPC services: thin translations between messages and the controller.
+"""The controller's gRPC endpoint: thin translations between messages and the controller.
 
 ``AgentService`` (agents register and heartbeat; an agent credential speaks only for its
-own agent id) and ``JobService`` (users submit, query and cancel). Errors become gRPC
-statuses with bounded details: a hostile id or document never makes a large reply.
+own agent id) and ``JobService`` (users submit, query and cancel), behind the token
+interceptor and TLS, with ``grpc.health.v1``. Messages are converted by ``serde.py``; the
+controller sees plain data. Errors become gRPC statuses with bounded details: a hostile id
+or document never makes a large reply.
 """
 
 from __future__ import annotations
 
-import logging
+from concurrent import futures
 from typing import TYPE_CHECKING
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from mlsched.controller.agents import info_from_request
+from mlsched.controller import serde
 from mlsched.core.errors import MlschedError, SpecError, shorten
-from mlsched.net.auth import agent_of
+from mlsched.net.auth import TokenInterceptor, agent_of, server_credentials
+from mlsched.net.task_wire import task_to_proto
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 if TYPE_CHECKING:
     from mlsched.controller.server import Controller
 
-__all__ = ["add_services"]
+__all__ = ["Endpoint", "add_services"]
 
-log = logging.getLogger(__name__)
+
+class Endpoint:
+    """The controller's services, listening on its configured address until :meth:`stop`."""
+
+    def __init__(self, ctl: Controller) -> None:
+        cfg = ctl.cfg
+        interceptors = [TokenInterceptor(cfg.token, cfg.agent_secret)] if cfg.token else []
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
+        add_services(ctl, server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        creds = server_credentials(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
+        if creds is not None:
+            self.port = server.add_secure_port(cfg.listen, creds)
+        else:
+            self.port = server.add_insecure_port(cfg.listen)
+        if not self.port:
+            raise SpecError("listen", cfg.listen, "an address this host can listen on")
+        server.start()
+        self.server = server
+        for name in ("", "mlsched.v1.AgentService", "mlsched.v1.JobService"):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace=grace).wait()
 
 
 def add_services(ctl: Controller, server: grpc.Server) -> None:
@@ -57,17 +86,10 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.RegisterResponse:
         _check_identity(context, request.name)
         try:
-            info = info_from_request(request)
+            info = serde.agent_info_from_proto(request)
         except SpecError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        info = self.ctl.agents.register(info)
-        self.ctl.store.upsert_agent(info.agent_id, info.to_dict(), alive=True)
-        log.info(
-            "[controller] agent %s registered (%s, %s)",
-            info.agent_id,
-            info.host,
-            " ".join(f"{k}={v:g}" for k, v in sorted(info.capacity.items())),
-        )
+        info = self.ctl.register_agent(info)
         return agent_pb2.RegisterResponse(
             agent_id=info.agent_id,
             heartbeat_interval_s=self.ctl.cfg.heartbeat_s,
@@ -78,11 +100,14 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.HeartbeatRequest, context: grpc.ServicerContext
     ) -> agent_pb2.HeartbeatResponse:
         _check_identity(context, request.agent_id)
-        agent = self.ctl.agents.heartbeat(request)
+        agent = self.ctl.heartbeat(serde.heartbeat_from_proto(request))
         if agent is None:
             return agent_pb2.HeartbeatResponse(reregister=True)
-        self.ctl.executor.poke()
-        return agent_pb2.HeartbeatResponse(tasks=self.ctl.executor.desired_for(agent.agent_id))
+        executor = self.ctl.executor
+        plans, lease = executor.desired_for(agent.agent_id), executor.lease_expiry()
+        return agent_pb2.HeartbeatResponse(
+            tasks=[task_to_proto(p, lease_expires_unix=lease) for p in plans]
+        )
 
 
 class _JobService(jobs_pb2_grpc.JobServiceServicer):
@@ -102,7 +127,9 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         self, request: jobs_pb2.GetJobRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.GetJobResponse:
         try:
-            return jobs_pb2.GetJobResponse(job=self.ctl.job(request.job_id))
+            return jobs_pb2.GetJobResponse(
+                job=serde.job_status_to_proto(self.ctl.job(request.job_id))
+            )
         except KeyError as err:
             _abort(context, err)
             raise
@@ -110,13 +137,16 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
     def ListJobs(
         self, request: jobs_pb2.ListJobsRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.ListJobsResponse:
-        return jobs_pb2.ListJobsResponse(jobs=self.ctl.jobs())
+        return jobs_pb2.ListJobsResponse(
+            jobs=[serde.job_status_to_proto(j) for j in self.ctl.jobs()]
+        )
 
     def CancelJob(
         self, request: jobs_pb2.CancelJobRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.CancelJobResponse:
         try:
-            return jobs_pb2.CancelJobResponse(job=self.ctl.cancel(request.job_id))
+            status = self.ctl.cancel(request.job_id)
+            return jobs_pb2.CancelJobResponse(job=serde.job_status_to_proto(status))
         except (KeyError, MlschedError) as err:
             _abort(context, err)
             raise
@@ -124,4 +154,4 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
     def GetClusterStatus(
         self, request: jobs_pb2.GetClusterStatusRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.GetClusterStatusResponse:
-        return self.ctl.cluster_status()
+        return serde.cluster_status_to_proto(self.ctl.cluster_status())

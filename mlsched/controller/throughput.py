@@ -47,7 +47,7 @@ class NicMeter:
         self._slot, self._rates = slot, {}
         for agent in agents:
             t = agent.telemetry
-            if t is None or not (t.HasField("net_sent_bytes") and t.HasField("net_recv_bytes")):
+            if t is None or t.net_sent_bytes is None or t.net_recv_bytes is None:
                 continue
             now = (slot, t.net_interface, t.sampled_unix, t.net_sent_bytes, t.net_recv_bytes)
             before = self._last.get(agent.agent_id)

@@ -24,8 +24,9 @@ from typing import Any
 
 import yaml
 
+from mlsched.controller.serde import job_status_to_proto
 from mlsched.controller.server import Controller, ControllerConfig
-from mlsched.v1 import jobs_pb2
+from mlsched.controller.status import JobStatus
 
 __all__ = [
     "DEMO_JOBS",
@@ -106,7 +107,7 @@ def run_cluster_demo(
     jobs: list[dict[str, Any]] | None = None,
     out: Any = None,
     live: bool = True,
-) -> dict[str, jobs_pb2.JobStatus]:
+) -> dict[str, JobStatus]:
     """Run the demo; returns each job's final status. Progress goes to ``out`` (default:
     the current ``sys.stdout``)."""
     out = sys.stdout if out is None else out
@@ -209,7 +210,7 @@ def _model_error_trend(ctl: Controller) -> tuple[float, float]:
     return sum(first) / len(first), sum(last) / len(last)
 
 
-def demo_report(statuses: dict[str, jobs_pb2.JobStatus]) -> str:
+def demo_report(statuses: dict[str, JobStatus]) -> str:
     from mlsched.controller.cli import job_table
 
-    return job_table(list(statuses.values()))
+    return job_table([job_status_to_proto(s) for s in statuses.values()])

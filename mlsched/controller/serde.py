@@ -1,0 +1,243 @@
+"""The controller's edge: gRPC messages <-> the plain data it works on.
+
+Only the services (``services.py``) and this module handle messages of the agent protocol
+and the job service; the registry, the cluster executor, the slot loop and the store see
+the dataclasses of ``reports.py`` (what agents report), ``agents.py`` (who they are) and
+``status.py`` (what the controller tells clients). A message field that is not converted
+here never reaches the controller's state or its SQLite file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
+from mlsched.controller.reports import (
+    GpuTelemetry,
+    Heartbeat,
+    TaskMeasurement,
+    TaskReport,
+    TaskState,
+    Telemetry,
+)
+from mlsched.controller.status import ClusterStatus, JobStatus
+from mlsched.core.errors import SpecError
+from mlsched.core.fields import check_number
+from mlsched.core.ids import check_id, check_text
+from mlsched.core.limits import MAX_RESOURCE, Bound
+from mlsched.v1 import agent_pb2, jobs_pb2
+
+__all__ = [
+    "agent_info_from_proto",
+    "cluster_status_to_proto",
+    "heartbeat_from_proto",
+    "job_status_to_proto",
+    "report_from_proto",
+    "report_to_proto",
+]
+
+_STATES = {
+    agent_pb2.TASK_STATE_STARTING: TaskState.STARTING,
+    agent_pb2.TASK_STATE_RUNNING: TaskState.RUNNING,
+    agent_pb2.TASK_STATE_STOPPING: TaskState.STOPPING,
+    agent_pb2.TASK_STATE_EXITED: TaskState.EXITED,
+}
+_STATE_NUMBERS = {v: k for k, v in _STATES.items()}
+
+
+# Agent protocol -------------------------------------------------------------------------
+def report_from_proto(msg: agent_pb2.TaskStatus) -> TaskReport:
+    m = msg.measurement
+    return TaskReport(
+        task_id=msg.task_id,
+        job_id=msg.job_id,
+        state=_STATES.get(msg.state, TaskState.UNKNOWN),
+        generation=msg.generation,
+        pid=msg.pid,
+        exit_code=msg.exit_code,
+        exit_reason=msg.exit_reason,
+        measurement=TaskMeasurement(
+            iterations=m.iterations,
+            timed_iterations=m.timed_iterations,
+            compute_time_s=m.compute_time_s,
+            comm_time_s=m.comm_time_s,
+            bytes_sent=m.bytes_sent,
+            bytes_recv=m.bytes_recv,
+            last_loss=m.last_loss,
+            last_step=m.last_step,
+            first_iteration_unix=m.first_iteration_unix,
+            last_iteration_unix=m.last_iteration_unix,
+            start_step=m.start_step,
+            checkpoint_step=m.checkpoint_step,
+            checkpoint_cursor=m.checkpoint_cursor,
+        ),
+        cpu_percent=msg.cpu_percent,
+        rss_bytes=msg.rss_bytes,
+        log_path=msg.log_path,
+    )
+
+
+def report_to_proto(report: TaskReport) -> agent_pb2.TaskStatus:
+    m = report.measurement
+    return agent_pb2.TaskStatus(
+        task_id=report.task_id,
+        job_id=report.job_id,
+        state=_STATE_NUMBERS.get(report.state, agent_pb2.TASK_STATE_UNSPECIFIED),
+        generation=report.generation,
+        pid=report.pid,
+        exit_code=report.exit_code,
+        exit_reason=report.exit_reason,
+        measurement=agent_pb2.TaskMeasurement(
+            iterations=m.iterations,
+            timed_iterations=m.timed_iterations,
+            compute_time_s=m.compute_time_s,
+            comm_time_s=m.comm_time_s,
+            bytes_sent=m.bytes_sent,
+            bytes_recv=m.bytes_recv,
+            last_loss=m.last_loss,
+            last_step=m.last_step,
+            first_iteration_unix=m.first_iteration_unix,
+            last_iteration_unix=m.last_iteration_unix,
+            start_step=m.start_step,
+            checkpoint_step=m.checkpoint_step,
+            checkpoint_cursor=m.checkpoint_cursor,
+        ),
+        cpu_percent=report.cpu_percent,
+        rss_bytes=report.rss_bytes,
+        log_path=report.log_path,
+    )
+
+
+def _present(msg: Any, name: str) -> Any:
+    """An optional field's value, None when the sender left it out."""
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def telemetry_from_proto(msg: agent_pb2.Telemetry) -> Telemetry:
+    return Telemetry(
+        cpu_percent=msg.cpu_percent,
+        mem_used_bytes=msg.mem_used_bytes,
+        net_sent_bytes=_present(msg, "net_sent_bytes"),
+        net_recv_bytes=_present(msg, "net_recv_bytes"),
+        gpus=tuple(
+            GpuTelemetry(
+                index=g.index,
+                **{
+                    name: _present(g, name)
+                    for name in (
+                        "util_percent",
+                        "mem_used_bytes",
+                        "pcie_tx_kbps",
+                        "pcie_rx_kbps",
+                        "nvlink_tx_kbps",
+                        "nvlink_rx_kbps",
+                    )
+                },
+            )
+            for g in msg.gpus
+        ),
+        nvml=msg.nvml,
+        net_interface=msg.net_interface,
+        sampled_unix=msg.sampled_unix,
+    )
+
+
+def heartbeat_from_proto(req: agent_pb2.HeartbeatRequest) -> Heartbeat:
+    return Heartbeat(
+        agent_id=req.agent_id,
+        tasks=tuple(report_from_proto(t) for t in req.tasks),
+        telemetry=telemetry_from_proto(req.telemetry) if req.HasField("telemetry") else None,
+    )
+
+
+def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
+    """Validate a registration; errors name the field."""
+    check_id(req.name, "name")
+    check_text(req.host, "host", max_len=255)
+    for name, text in (("rack", req.rack), ("gpu_type", req.gpu_type), ("version", req.version)):
+        if text:
+            check_text(text, name, max_len=64)
+    if len(req.capacity.amounts) > 32:
+        raise SpecError("capacity", f"{len(req.capacity.amounts)} resources", "at most 32")
+    capacity = {
+        check_id(k, "capacity", max_len=64): float(
+            check_number(v, f"capacity.{k}", Bound(0.0, MAX_RESOURCE))
+        )
+        for k, v in req.capacity.amounts.items()
+    }
+    check_number(req.nic_gbps, "nic_gbps", Bound(0.0, MAX_RESOURCE))
+    pool = req.pool or "both"
+    if pool not in ("worker", "ps", "both"):
+        raise SpecError("pool", pool, "one of worker, ps, both")
+    lo, hi = (req.port_lo, req.port_hi) if req.port_lo or req.port_hi else (29500, 29999)
+    if not 1024 <= lo <= hi <= 65535:
+        raise SpecError("port_lo", f"{lo}-{hi}", "a port range within 1024-65535")
+    gpu_type = req.gpu_type or (req.gpus[0].type if req.gpus else "") or None
+    if gpu_type is not None:
+        check_text(gpu_type, "gpu_type", max_len=64)
+    return AgentInfo(
+        agent_id=req.name,
+        host=req.host,
+        capacity=capacity,
+        pool=pool,
+        rack=req.rack or "rack0",
+        gpu_type=gpu_type,
+        nic_gbps=req.nic_gbps or DEFAULT_NIC_GBPS,
+        real_gpus=req.real_gpus,
+        gpu_count=int(capacity.get("gpu", len(req.gpus))),
+        port_lo=lo,
+        port_hi=hi,
+        version=req.version,
+    )
+
+
+# Job service ----------------------------------------------------------------------------
+def job_status_to_proto(s: JobStatus) -> jobs_pb2.JobStatus:
+    out = jobs_pb2.JobStatus(
+        job_id=s.job_id,
+        state=s.state,
+        reason=s.reason,
+        arrival_slot=s.arrival_slot,
+        progress=s.progress,
+        total_work=s.total_work,
+        completion_slot=s.completion_slot,
+        utility=s.utility,
+        restarts=s.restarts,
+        predicted_iteration_s=s.predicted_iteration_s,
+        measured_iteration_s=s.measured_iteration_s,
+        price=s.price,
+        slots_run=s.slots_run,
+        iterations=s.iterations,
+        admitted=s.admitted,
+        admitted_slot=s.admitted_slot,
+        failed_generations=s.failed_generations,
+        lost_steps=s.lost_steps,
+        checkpoint_step=s.checkpoint_step,
+        launch=s.launch,
+    )
+    for p in s.placement:
+        out.placement.add(agent_id=p.agent_id, workers=p.workers, ps=p.ps)
+    return out
+
+
+def cluster_status_to_proto(s: ClusterStatus) -> jobs_pb2.GetClusterStatusResponse:
+    out = jobs_pb2.GetClusterStatusResponse(
+        slot=s.slot,
+        slot_seconds=s.slot_seconds,
+        policy=s.policy,
+        model_error_mean_abs=s.model_error_mean_abs,
+        model_error_samples=s.model_error_samples,
+    )
+    for a in s.agents:
+        entry = out.agents.add(
+            agent_id=a.agent_id,
+            name=a.agent_id,
+            host=a.host,
+            alive=a.alive,
+            last_heartbeat_age_s=a.last_heartbeat_age_s,
+            tasks=a.tasks,
+            gpu_type=a.gpu_type,
+        )
+        entry.capacity.amounts.update(a.capacity)
+        entry.used.amounts.update(a.used)
+    return out

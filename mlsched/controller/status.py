@@ -1,0 +1,69 @@
+"""What the controller tells its clients, as plain data: a job's status, the cluster's.
+
+The controller builds these; the job service turns them into messages (``serde.py``). The
+fields and their defaults are those of ``jobs.proto``'s ``JobStatus``, ``AgentStatus`` and
+``GetClusterStatusResponse``, so that the conversion is one-to-one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FINAL_STATES", "AgentStatus", "ClusterStatus", "JobStatus", "PlacementEntry"]
+
+#: States a job never leaves.
+FINAL_STATES = ("done", "rejected", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class PlacementEntry:
+    agent_id: str
+    workers: int
+    ps: int
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: str  # pending, admitted, running, paused, done, rejected, ...
+    reason: str = ""
+    arrival_slot: int = 0
+    progress: float = 0.0  # work units done
+    total_work: float = 0.0
+    completion_slot: int = 0  # -1 until done
+    utility: float = 0.0
+    placement: tuple[PlacementEntry, ...] = ()
+    restarts: int = 0
+    predicted_iteration_s: float = 0.0
+    measured_iteration_s: float = 0.0
+    price: float = 0.0
+    slots_run: int = 0
+    iterations: int = 0  # trainer steps (async PS: pushes; sync: rounds)
+    admitted: bool = False
+    admitted_slot: int = 0  # -1 if never admitted
+    failed_generations: int = 0  # launches that ended in a failure (lost agent, crash)
+    lost_steps: int = 0  # trainer steps those failures threw away
+    checkpoint_step: int = 0  # where the next launch would resume
+    launch: str = ""  # how its processes start: ps, torchrun, horovod, direct
+
+
+@dataclass(frozen=True)
+class AgentStatus:
+    agent_id: str
+    host: str
+    alive: bool
+    last_heartbeat_age_s: float
+    tasks: int  # tasks it last reported
+    capacity: dict[str, float] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)  # allocated this slot
+    gpu_type: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    slot: int
+    slot_seconds: float
+    policy: str
+    agents: tuple[AgentStatus, ...] = ()
+    model_error_mean_abs: float = 0.0  # mean |predicted - measured| / measured
+    model_error_samples: int = 0

@@ -14,8 +14,14 @@ import pynvml
 import pytest
 
 from mlsched.agent.discovery import interface_of, is_virtual_interface
+from mlsched.agent.serde import telemetry_to_proto
 from mlsched.agent.telemetry import NodeTelemetry
 from mlsched.trainers.telemetry import gpu_inventory
+
+
+def sampled(tel: NodeTelemetry) -> Any:
+    """A sample as it goes on the wire (absent counters must stay absent there)."""
+    return telemetry_to_proto(tel.sample())
 
 
 def _send_over_loopback(n: int) -> None:
@@ -39,9 +45,9 @@ def test_nic_counters_of_the_agents_interface_and_no_nvml_fields_without_nvml() 
     lo = interface_of("127.0.0.1")  # an agent whose --host is loopback (one-machine cluster)
     assert lo is not None
     tel = NodeTelemetry(interface=lo)
-    first = tel.sample()
+    first = sampled(tel)
     _send_over_loopback(2_000_000)
-    second = tel.sample()
+    second = sampled(tel)
     assert second.net_interface == lo
     assert second.HasField("net_sent_bytes") and second.HasField("net_recv_bytes")
     assert second.net_sent_bytes - first.net_sent_bytes >= 2_000_000
@@ -50,11 +56,11 @@ def test_nic_counters_of_the_agents_interface_and_no_nvml_fields_without_nvml() 
     if not gpu_inventory():  # this machine: no NVML library (or no GPU)
         assert not second.nvml and len(second.gpus) == 0
     # A NIC psutil has no counters for: the fields are absent, not zero.
-    gone = NodeTelemetry(interface="no-such-nic0", use_nvml=False).sample()
+    gone = sampled(NodeTelemetry(interface="no-such-nic0", use_nvml=False))
     assert not gone.HasField("net_sent_bytes") and not gone.HasField("net_recv_bytes")
     # No interface holds the agent's address: the physical-looking ones together.
     physical = [n for n in psutil.net_io_counters(pernic=True) if not is_virtual_interface(n)]
-    total = NodeTelemetry(use_nvml=False).sample()
+    total = sampled(NodeTelemetry(use_nvml=False))
     assert total.net_interface == ""
     assert total.HasField("net_sent_bytes") == bool(physical)
 
@@ -102,7 +108,7 @@ def test_a_gpu_without_pcie_or_nvlink_counters_leaves_them_absent(
 ) -> None:
     _StandInGpu(pcie=False, nvlink=False).install(monkeypatch)
     tel = NodeTelemetry(interface="no-such-nic0")
-    for msg in (tel.sample(), tel.sample()):
+    for msg in (sampled(tel), sampled(tel)):
         assert msg.nvml
         (gpu,) = msg.gpus
         assert gpu.util_percent == 40 and gpu.mem_used_bytes == 3 << 30
@@ -116,12 +122,12 @@ def test_pcie_and_nvlink_throughput_where_nvml_gives_them(
     gpu = _StandInGpu(pcie=True, nvlink=True)
     gpu.install(monkeypatch)
     tel = NodeTelemetry(interface="no-such-nic0")
-    first = tel.sample()
+    first = sampled(tel)
     (g,) = first.gpus
     assert (g.pcie_tx_kbps, g.pcie_rx_kbps) == (1200, 800)
     assert not g.HasField("nvlink_tx_kbps")  # a cumulative counter: no interval yet
     gpu.nvlink_kib = [4000, 1000]
-    second = tel.sample()
+    second = sampled(tel)
     (g,) = second.gpus
     dt = second.sampled_unix - first.sampled_unix
     assert g.nvlink_tx_kbps == pytest.approx(4000 * 1.024 / dt)

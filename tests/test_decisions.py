@@ -17,8 +17,8 @@ from mlsched.controller.decisions import (
     Wait,
     decide,
 )
-from mlsched.controller.reports import TaskMeasurement, TaskReport, TaskState
 from mlsched.controller.runs import Generation, JobRun, Layout
+from mlsched.core.reports import TaskMeasurement, TaskReport, TaskState
 
 LAYOUT: Layout = (("a0", 1, 0), ("a1", 1, 0))
 MOVED: Layout = (("a0", 2, 0),)

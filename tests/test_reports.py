@@ -10,15 +10,16 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
+from mlsched.agent import serde as agent_serde
 from mlsched.controller import serde
-from mlsched.controller.reports import (
+from mlsched.controller.runs import Generation, JobRun
+from mlsched.core.reports import (
     MEASUREMENT_KEYS,
     REPORT_KEYS,
     TaskMeasurement,
     TaskReport,
     TaskState,
 )
-from mlsched.controller.runs import Generation, JobRun
 from mlsched.v1 import agent_pb2, common_pb2, train_pb2
 
 # The persisted layout of format 1, spelled out: changing it is changing the state file.
@@ -76,7 +77,7 @@ def test_a_status_converts_to_a_report_and_back_without_loss() -> None:
     assert report.state is TaskState.EXITED and report.exited and report.failed
     assert report.measurement.checkpoint_step == 50 and report.measurement.last_step == 59
     assert report.rss_bytes == 2**40 and report.generation == 2
-    assert serde.report_to_proto(report) == msg
+    assert agent_serde.report_to_proto(report) == msg
 
 
 @pytest.mark.parametrize(

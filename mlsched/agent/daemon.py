@@ -31,10 +31,12 @@ from typing import Any
 
 import grpc
 
-from mlsched.agent.discovery import NodeInfo, interface_of, to_register_request
+from mlsched.agent import serde
+from mlsched.agent.discovery import NodeInfo, interface_of
 from mlsched.agent.task import EXITED, TaskProcess
 from mlsched.agent.telemetry import NodeTelemetry
 from mlsched.core.errors import MlschedError, shorten
+from mlsched.core.reports import TaskReport
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc
 
@@ -99,8 +101,8 @@ class Agent:
         self._interface = interface_of(node.host)
         self._telemetry = NodeTelemetry(use_nvml=use_nvml, interface=self._interface)
         self._running: dict[str, TaskProcess] = {}
-        self._exited: dict[str, agent_pb2.TaskStatus] = {}  # exited, not yet acknowledged
-        self._finished: OrderedDict[str, agent_pb2.TaskStatus] = OrderedDict()
+        self._exited: dict[str, TaskReport] = {}  # exited, not yet acknowledged
+        self._finished: OrderedDict[str, TaskReport] = OrderedDict()
         self._problem = ""
         self._backoff = backoff_s[0]
         self._next_register = 0.0
@@ -147,7 +149,9 @@ class Agent:
     def try_register(self) -> bool:
         """One registration attempt; raises :class:`AgentError` when refused for good."""
         try:
-            resp = self._rpc().Register(to_register_request(self.node), timeout=self.rpc_timeout_s)
+            resp = self._rpc().Register(
+                serde.to_register_request(self.node), timeout=self.rpc_timeout_s
+            )
         except grpc.RpcError as err:
             self._failed("registration", err)
             return False
@@ -254,14 +258,12 @@ class Agent:
         level = logging.INFO if task.exit_code == 0 else logging.WARNING
         self._log(level, "task %s exited (%d): %s", task.task_id, task.exit_code, task.exit_reason)
 
-    def _statuses(self) -> list[agent_pb2.TaskStatus]:
+    def _statuses(self) -> list[TaskReport]:
         return [t.status() for t in self._running.values()] + list(self._exited.values())
 
     def _heartbeat(self) -> None:
         reported_exited = set(self._exited)
-        request = agent_pb2.HeartbeatRequest(
-            agent_id=self.agent_id, tasks=self._statuses(), telemetry=self._telemetry.sample()
-        )
+        request = serde.heartbeat_request(self.agent_id, self._statuses(), self._telemetry.sample())
         try:
             resp = self._rpc().Heartbeat(request, timeout=self.rpc_timeout_s)
         except grpc.RpcError as err:
@@ -341,7 +343,7 @@ class Agent:
     def _last_heartbeat(self) -> None:
         if not self.registered:
             return
-        request = agent_pb2.HeartbeatRequest(agent_id=self.agent_id, tasks=self._statuses())
+        request = serde.heartbeat_request(self.agent_id, self._statuses())
         try:
             self._rpc().Heartbeat(request, timeout=min(2.0, self.rpc_timeout_s))
         except grpc.RpcError as err:

@@ -19,7 +19,6 @@ import psutil
 import mlsched
 from mlsched.net.auth import is_loopback
 from mlsched.trainers.telemetry import gpu_inventory
-from mlsched.v1 import agent_pb2, common_pb2
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -31,7 +30,6 @@ __all__ = [
     "interface_of",
     "is_virtual_interface",
     "link_gbps",
-    "to_register_request",
 ]
 
 DEFAULT_PORTS = (29500, 29999)
@@ -196,25 +194,4 @@ def discover(
         ports=ports,
         checkpoint_root=checkpoint_root,
         version=_version(),
-    )
-
-
-def to_register_request(node: NodeInfo) -> agent_pb2.RegisterRequest:
-    return agent_pb2.RegisterRequest(
-        name=node.name,
-        host=node.host,
-        capacity=common_pb2.Resources(amounts=node.resources()),
-        gpus=[
-            common_pb2.Gpu(index=g.index, type=g.type, memory_bytes=g.memory_bytes)
-            for g in node.gpus
-        ],
-        nic_gbps=node.nic_gbps,
-        gpu_type=node.gpu_type,
-        pool=node.pool,
-        rack=node.rack,
-        checkpoint_root=node.checkpoint_root,
-        port_lo=node.ports[0],
-        port_hi=node.ports[1],
-        real_gpus=node.real_gpus,
-        version=node.version,
     )

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mlsched.v1 import agent_pb2
+from mlsched.core.reports import TaskMeasurement
 
 __all__ = ["MetricsTail"]
 
@@ -104,8 +104,8 @@ class MetricsTail:
         elif kind == "error":
             self.error = str(rec.get("error", ""))
 
-    def to_proto(self) -> agent_pb2.TaskMeasurement:
-        return agent_pb2.TaskMeasurement(
+    def report(self) -> TaskMeasurement:
+        return TaskMeasurement(
             iterations=self.iterations,
             compute_time_s=self.compute_s,
             comm_time_s=self.comm_s,

@@ -30,6 +30,7 @@ import psutil
 from mlsched.agent.measurement import MetricsTail
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id, check_under
+from mlsched.core.reports import TaskMeasurement, TaskReport, TaskState
 from mlsched.core.tasks import LaunchKind, TaskPlan
 from mlsched.net.task_wire import task_from_proto
 from mlsched.trainers.launch import is_trainer, node_command
@@ -40,10 +41,8 @@ __all__ = ["MAX_TASK_ID_LEN", "TaskProcess", "task_plan"]
 #: A task id is ``<job id>.g<generation>.<role><rank>``: a job id plus a short suffix.
 MAX_TASK_ID_LEN = 192
 
-STARTING = agent_pb2.TASK_STATE_STARTING
-RUNNING = agent_pb2.TASK_STATE_RUNNING
-STOPPING = agent_pb2.TASK_STATE_STOPPING
-EXITED = agent_pb2.TASK_STATE_EXITED
+STARTING, RUNNING = TaskState.STARTING, TaskState.RUNNING
+STOPPING, EXITED = TaskState.STOPPING, TaskState.EXITED
 
 
 def task_plan(
@@ -219,8 +218,8 @@ class TaskProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
-    def poll(self) -> int:
-        """Update and return the state (a ``TASK_STATE_*`` value)."""
+    def poll(self) -> TaskState:
+        """Update and return the state."""
         if self.proc is None or self.exited:
             return self.state
         code = self.proc.poll()
@@ -270,9 +269,9 @@ class TaskProcess:
         return f"{prefix}error: {text or f'exit code {code}'}"
 
     # Reports ----------------------------------------------------------------------------------
-    def measurement(self) -> agent_pb2.TaskMeasurement:
+    def measurement(self) -> TaskMeasurement:
         self.tail.update()
-        return self.tail.to_proto()
+        return self.tail.report()
 
     def _usage(self) -> tuple[float, int]:
         """CPU percent and resident bytes of the task's whole process tree (a launcher's
@@ -294,9 +293,9 @@ class TaskProcess:
         self._tree = known
         return cpu, rss
 
-    def status(self) -> agent_pb2.TaskStatus:
+    def status(self) -> TaskReport:
         cpu, rss = self._usage()
-        return agent_pb2.TaskStatus(
+        return TaskReport(
             task_id=self.task_id,
             job_id=self.spec.job_id,
             state=self.state,

@@ -21,8 +21,8 @@ from typing import Any
 import psutil
 
 from mlsched.agent.discovery import is_virtual_interface
+from mlsched.core.reports import GpuTelemetry, Telemetry
 from mlsched.trainers.telemetry import gpu_counters
-from mlsched.v1 import agent_pb2
 
 __all__ = ["NodeTelemetry"]
 
@@ -76,36 +76,35 @@ class NodeTelemetry:
     def nvml(self) -> bool:
         return self._nv is not None
 
-    def sample(self) -> agent_pb2.Telemetry:
+    def sample(self) -> Telemetry:
         now = time.time()
-        msg = agent_pb2.Telemetry(
+        net = nic_counters(self.interface)
+        return Telemetry(
             cpu_percent=psutil.cpu_percent(None),
             mem_used_bytes=int(psutil.virtual_memory().used),
+            net_sent_bytes=net[0] if net is not None else None,
+            net_recv_bytes=net[1] if net is not None else None,
+            gpus=tuple(self._gpu(i, h, now) for i, h in enumerate(self._handles)),
             nvml=self.nvml,
             net_interface=self.interface or "",
             sampled_unix=now,
         )
-        net = nic_counters(self.interface)
-        if net is not None:
-            msg.net_sent_bytes, msg.net_recv_bytes = net
-        for index, handle in enumerate(self._handles):
-            msg.gpus.append(self._gpu(index, handle, now))
-        return msg
 
-    def _gpu(self, index: int, handle: Any, now: float) -> agent_pb2.GpuTelemetry:
+    def _gpu(self, index: int, handle: Any, now: float) -> GpuTelemetry:
         counters = gpu_counters(self._nv, handle)
-        gpu = agent_pb2.GpuTelemetry(index=index)
-        for name in ("util_percent", "pcie_tx_kbps", "pcie_rx_kbps"):
-            if name in counters:
-                setattr(gpu, name, float(counters[name]))
+        values: dict[str, Any] = {
+            name: float(counters[name])
+            for name in ("util_percent", "pcie_tx_kbps", "pcie_rx_kbps")
+            if name in counters
+        }
         if "mem_used_bytes" in counters:
-            gpu.mem_used_bytes = int(counters["mem_used_bytes"])
+            values["mem_used_bytes"] = int(counters["mem_used_bytes"])
         if "nvlink_tx_kib" in counters:
             tx, rx = counters["nvlink_tx_kib"], counters["nvlink_rx_kib"]
             before = self._nvlink.get(index)
             self._nvlink[index] = (now, tx, rx)
             if before is not None and now > before[0] and tx >= before[1] and rx >= before[2]:
                 dt = now - before[0]
-                gpu.nvlink_tx_kbps = (tx - before[1]) * _KIB_IN_KB / dt
-                gpu.nvlink_rx_kbps = (rx - before[2]) * _KIB_IN_KB / dt
-        return gpu
+                values["nvlink_tx_kbps"] = (tx - before[1]) * _KIB_IN_KB / dt
+                values["nvlink_rx_kbps"] = (rx - before[2]) * _KIB_IN_KB / dt
+        return GpuTelemetry(index=index, **values)

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlsched.controller.reports import Heartbeat, TaskReport, Telemetry
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
+from mlsched.core.reports import Heartbeat, TaskReport, Telemetry
 from mlsched.core.resources import ResourceVector
 
 __all__ = ["AgentInfo", "AgentRegistry"]

@@ -25,7 +25,6 @@ from typing import Any, NamedTuple
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
-from mlsched.controller.reports import TaskReport
 from mlsched.controller.runs import (
     Generation,
     JobRun,
@@ -38,6 +37,7 @@ from mlsched.controller.throughput import NicMeter, comm_gbps
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import TaskPlan
 from mlsched.perfmodel.base import Measurement
 

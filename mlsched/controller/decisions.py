@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
-from mlsched.controller.reports import TaskReport
 from mlsched.controller.runs import JobRun, Layout
+from mlsched.core.reports import TaskReport
 
 __all__ = ["Action", "Drain", "Fail", "Finish", "Keep", "Launch", "Wait", "decide"]
 

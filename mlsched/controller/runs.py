@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from mlsched.controller.reports import TaskReport
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
+from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import LaunchKind, NodeLaunch, TaskPlan, launch_kind
 from mlsched.core.train_config import Role, TrainConfig
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
-from mlsched.controller.reports import (
+from mlsched.controller.status import ClusterStatus, JobStatus
+from mlsched.core.errors import SpecError
+from mlsched.core.fields import check_number
+from mlsched.core.ids import check_id, check_text
+from mlsched.core.limits import MAX_RESOURCE, Bound
+from mlsched.core.reports import (
     GpuTelemetry,
     Heartbeat,
     TaskMeasurement,
@@ -20,11 +25,6 @@ from mlsched.controller.reports import (
     TaskState,
     Telemetry,
 )
-from mlsched.controller.status import ClusterStatus, JobStatus
-from mlsched.core.errors import SpecError
-from mlsched.core.fields import check_number
-from mlsched.core.ids import check_id, check_text
-from mlsched.core.limits import MAX_RESOURCE, Bound
 from mlsched.v1 import agent_pb2, jobs_pb2
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "heartbeat_from_proto",
     "job_status_to_proto",
     "report_from_proto",
-    "report_to_proto",
 ]
 
 _STATES = {
@@ -74,37 +73,6 @@ def report_from_proto(msg: agent_pb2.TaskStatus) -> TaskReport:
         cpu_percent=msg.cpu_percent,
         rss_bytes=msg.rss_bytes,
         log_path=msg.log_path,
-    )
-
-
-def report_to_proto(report: TaskReport) -> agent_pb2.TaskStatus:
-    m = report.measurement
-    return agent_pb2.TaskStatus(
-        task_id=report.task_id,
-        job_id=report.job_id,
-        state=_STATE_NUMBERS.get(report.state, agent_pb2.TASK_STATE_UNSPECIFIED),
-        generation=report.generation,
-        pid=report.pid,
-        exit_code=report.exit_code,
-        exit_reason=report.exit_reason,
-        measurement=agent_pb2.TaskMeasurement(
-            iterations=m.iterations,
-            timed_iterations=m.timed_iterations,
-            compute_time_s=m.compute_time_s,
-            comm_time_s=m.comm_time_s,
-            bytes_sent=m.bytes_sent,
-            bytes_recv=m.bytes_recv,
-            last_loss=m.last_loss,
-            last_step=m.last_step,
-            first_iteration_unix=m.first_iteration_unix,
-            last_iteration_unix=m.last_iteration_unix,
-            start_step=m.start_step,
-            checkpoint_step=m.checkpoint_step,
-            checkpoint_cursor=m.checkpoint_cursor,
-        ),
-        cpu_percent=report.cpu_percent,
-        rss_bytes=report.rss_bytes,
-        log_path=report.log_path,
     )
 
 

@@ -28,7 +28,6 @@ from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.records import record_from_row, record_state
-from mlsched.controller.reports import Heartbeat
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
 from mlsched.controller.status import (
@@ -44,6 +43,7 @@ from mlsched.core.errors import SpecError, shorten
 from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_TOTAL_WORK, Bound
+from mlsched.core.reports import Heartbeat
 from mlsched.net.auth import check_listen
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator

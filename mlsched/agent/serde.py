@@ -1,0 +1,112 @@
+"""The agent's one conversion between its plain data and the wire: its registration, the
+reports of its tasks and its machine's telemetry go out as protos, and the tasks the
+controller wants come in as :class:`TaskPlan` (:mod:`mlsched.net.task_wire`, validated
+there). Nothing else in the agent builds or reads a proto."""
+
+from __future__ import annotations
+
+from mlsched.agent.discovery import NodeInfo
+from mlsched.core.reports import GpuTelemetry, TaskReport, TaskState, Telemetry
+from mlsched.v1 import agent_pb2, common_pb2
+
+__all__ = ["heartbeat_request", "report_to_proto", "telemetry_to_proto", "to_register_request"]
+
+_STATE_NUMBERS = {
+    TaskState.STARTING: agent_pb2.TASK_STATE_STARTING,
+    TaskState.RUNNING: agent_pb2.TASK_STATE_RUNNING,
+    TaskState.STOPPING: agent_pb2.TASK_STATE_STOPPING,
+    TaskState.EXITED: agent_pb2.TASK_STATE_EXITED,
+}
+
+
+def to_register_request(node: NodeInfo) -> agent_pb2.RegisterRequest:
+    return agent_pb2.RegisterRequest(
+        name=node.name,
+        host=node.host,
+        capacity=common_pb2.Resources(amounts=node.resources()),
+        gpus=[
+            common_pb2.Gpu(index=g.index, type=g.type, memory_bytes=g.memory_bytes)
+            for g in node.gpus
+        ],
+        nic_gbps=node.nic_gbps,
+        gpu_type=node.gpu_type,
+        pool=node.pool,
+        rack=node.rack,
+        checkpoint_root=node.checkpoint_root,
+        port_lo=node.ports[0],
+        port_hi=node.ports[1],
+        real_gpus=node.real_gpus,
+        version=node.version,
+    )
+
+
+def report_to_proto(report: TaskReport) -> agent_pb2.TaskStatus:
+    m = report.measurement
+    return agent_pb2.TaskStatus(
+        task_id=report.task_id,
+        job_id=report.job_id,
+        state=_STATE_NUMBERS.get(report.state, agent_pb2.TASK_STATE_UNSPECIFIED),
+        generation=report.generation,
+        pid=report.pid,
+        exit_code=report.exit_code,
+        exit_reason=report.exit_reason,
+        measurement=agent_pb2.TaskMeasurement(
+            iterations=m.iterations,
+            timed_iterations=m.timed_iterations,
+            compute_time_s=m.compute_time_s,
+            comm_time_s=m.comm_time_s,
+            bytes_sent=m.bytes_sent,
+            bytes_recv=m.bytes_recv,
+            last_loss=m.last_loss,
+            last_step=m.last_step,
+            first_iteration_unix=m.first_iteration_unix,
+            last_iteration_unix=m.last_iteration_unix,
+            start_step=m.start_step,
+            checkpoint_step=m.checkpoint_step,
+            checkpoint_cursor=m.checkpoint_cursor,
+        ),
+        cpu_percent=report.cpu_percent,
+        rss_bytes=report.rss_bytes,
+        log_path=report.log_path,
+    )
+
+
+def _gpu_to_proto(gpu: GpuTelemetry) -> agent_pb2.GpuTelemetry:
+    msg = agent_pb2.GpuTelemetry(index=gpu.index)
+    for name in (
+        "util_percent",
+        "mem_used_bytes",
+        "pcie_tx_kbps",
+        "pcie_rx_kbps",
+        "nvlink_tx_kbps",
+        "nvlink_rx_kbps",
+    ):
+        value = getattr(gpu, name)
+        if value is not None:  # absent stays absent: never a stand-in zero
+            setattr(msg, name, value)
+    return msg
+
+
+def telemetry_to_proto(t: Telemetry) -> agent_pb2.Telemetry:
+    msg = agent_pb2.Telemetry(
+        cpu_percent=t.cpu_percent,
+        mem_used_bytes=t.mem_used_bytes,
+        nvml=t.nvml,
+        net_interface=t.net_interface,
+        sampled_unix=t.sampled_unix,
+        gpus=[_gpu_to_proto(g) for g in t.gpus],
+    )
+    if t.net_sent_bytes is not None and t.net_recv_bytes is not None:
+        msg.net_sent_bytes, msg.net_recv_bytes = t.net_sent_bytes, t.net_recv_bytes
+    return msg
+
+
+def heartbeat_request(
+    agent_id: str, reports: list[TaskReport], telemetry: Telemetry | None = None
+) -> agent_pb2.HeartbeatRequest:
+    request = agent_pb2.HeartbeatRequest(
+        agent_id=agent_id, tasks=[report_to_proto(r) for r in reports]
+    )
+    if telemetry is not None:
+        request.telemetry.CopyFrom(telemetry_to_proto(telemetry))
+    return request

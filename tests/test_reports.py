@@ -123,6 +123,8 @@ def test_the_persisted_report_has_exactly_the_format_keys() -> None:
     # The format lists cover the dataclasses: a new field is a deliberate format change.
     assert {f.name for f in fields(TaskReport)} == REPORT_KEYS - {"v"}
     assert {f.name for f in fields(TaskMeasurement)} == MEASUREMENT_KEYS
+    # The serde modules convert the measurement by name, both ways.
+    assert set(agent_pb2.TaskMeasurement.DESCRIPTOR.fields_by_name) == MEASUREMENT_KEYS
 
 
 def test_a_field_added_to_the_protocol_does_not_change_the_persisted_run() -> None:

@@ -5,6 +5,8 @@ there). Nothing else in the agent builds or reads a proto."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from mlsched.agent.discovery import NodeInfo
 from mlsched.core.reports import GpuTelemetry, TaskReport, TaskState, Telemetry
 from mlsched.v1 import agent_pb2, common_pb2
@@ -50,21 +52,8 @@ def report_to_proto(report: TaskReport) -> agent_pb2.TaskStatus:
         pid=report.pid,
         exit_code=report.exit_code,
         exit_reason=report.exit_reason,
-        measurement=agent_pb2.TaskMeasurement(
-            iterations=m.iterations,
-            timed_iterations=m.timed_iterations,
-            compute_time_s=m.compute_time_s,
-            comm_time_s=m.comm_time_s,
-            bytes_sent=m.bytes_sent,
-            bytes_recv=m.bytes_recv,
-            last_loss=m.last_loss,
-            last_step=m.last_step,
-            first_iteration_unix=m.first_iteration_unix,
-            last_iteration_unix=m.last_iteration_unix,
-            start_step=m.start_step,
-            checkpoint_step=m.checkpoint_step,
-            checkpoint_cursor=m.checkpoint_cursor,
-        ),
+        # Same field names on both sides (tests/test_reports.py keeps them so).
+        measurement=agent_pb2.TaskMeasurement(**asdict(m)),
         cpu_percent=report.cpu_percent,
         rss_bytes=report.rss_bytes,
         log_path=report.log_path,

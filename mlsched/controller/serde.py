@@ -9,6 +9,7 @@ here never reaches the controller's state or its SQLite file.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
@@ -55,20 +56,9 @@ def report_from_proto(msg: agent_pb2.TaskStatus) -> TaskReport:
         pid=msg.pid,
         exit_code=msg.exit_code,
         exit_reason=msg.exit_reason,
+        # Same field names on both sides (tests/test_reports.py keeps them so).
         measurement=TaskMeasurement(
-            iterations=m.iterations,
-            timed_iterations=m.timed_iterations,
-            compute_time_s=m.compute_time_s,
-            comm_time_s=m.comm_time_s,
-            bytes_sent=m.bytes_sent,
-            bytes_recv=m.bytes_recv,
-            last_loss=m.last_loss,
-            last_step=m.last_step,
-            first_iteration_unix=m.first_iteration_unix,
-            last_iteration_unix=m.last_iteration_unix,
-            start_step=m.start_step,
-            checkpoint_step=m.checkpoint_step,
-            checkpoint_cursor=m.checkpoint_cursor,
+            **{f.name: getattr(m, f.name) for f in fields(TaskMeasurement)}
         ),
         cpu_percent=msg.cpu_percent,
         rss_bytes=msg.rss_bytes,

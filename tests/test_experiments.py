@@ -24,8 +24,13 @@ def test_baselines_via_cli_writes_results_and_plots(tmp_path: Path, capsys):
         == 0
     )
     printed = capsys.readouterr().out
-    assert "PASS" in printed or "FAIL" in printed
     results = json.loads((out / "results.json").read_text())
+    # The printed verdict of each check is the one results.json records.
+    lines = printed.splitlines()
+    for check in results["checks"]:
+        verdict = "PASS" if check["passed"] else "FAIL"
+        row = [line for line in lines if check["name"] in line and line.split()[:1] == [verdict]]
+        assert row, (check["name"], verdict, printed)
     assert set(results) >= _REQUIRED
     assert results["experiment"] == "baselines" and results["seeds"] == 1
     assert results["scale"] == "smoke"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -37,8 +38,33 @@ def test_agents_register_and_heartbeat(tmp_path: Path) -> None:
         ctl.stop()
 
 
+class _OrderedLock:
+    """The executor's lock, checked: it must never be taken by a thread that holds the
+    store's lock (the executor writes runs to the store under its own lock, so the other
+    order deadlocks a heartbeat against the slot loop)."""
+
+    def __init__(self, inner: Any, store_lock: Any) -> None:
+        self.inner, self.store_lock, self.violations = inner, store_lock, 0
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        if self.store_lock._is_owned():
+            self.violations += 1
+        return bool(self.inner.acquire(*args, **kwargs))
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def __enter__(self) -> _OrderedLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -> None:
     ctl = controller(tmp_path, min_agents=2, slot_seconds=5.0)
+    lock = ctl.executor._lock = _OrderedLock(ctl.executor._lock, ctl.store._lock)  # type: ignore[assignment]
     try:
         with agents(ctl.address, tmp_path, 2):
             ids = ctl.submit(
@@ -72,6 +98,7 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
                 jobs_pb2.GetClusterStatusRequest(), timeout=5
             )
             assert status.model_error_samples > 0
+            assert lock.violations == 0  # the store's lock was never held around the executor's
     finally:
         ctl.stop()
 

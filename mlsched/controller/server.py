@@ -378,6 +378,9 @@ class Controller:
         errors = {
             (e.job_id, e.slot): e for e in engine.model_errors[-len(report.measurements) or 0 :]
         }
+        # The executor's view is read before the store's lock is taken: the executor writes
+        # runs to the store under its own lock, so the two are never taken in the other order.
+        live = {job_id: self.executor.live(job_id) for job_id in report.progress}
         with self.store.transaction():
             self.store.set_meta("slot", engine.slot)
             for job_id, record in engine.records.items():
@@ -414,9 +417,9 @@ class Controller:
                 )
             for job_id, prog in report.progress.items():
                 self.store.add_progress(t, job_id, prog.units, prog.finished, prog.restart_s)
-                live = self.executor.live(job_id)
-                if live is not None:
-                    self._iterations[job_id] = float(live[1])  # trainer steps
+                done = live.get(job_id)
+                if done is not None:
+                    self._iterations[job_id] = float(done[1])  # trainer steps
             self.store.add_allocations(
                 t,
                 [

@@ -151,27 +151,9 @@ def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
 
 # Job service ----------------------------------------------------------------------------
 def job_status_to_proto(s: JobStatus) -> jobs_pb2.JobStatus:
+    # Same field names on both sides (tests/test_status.py keeps them so).
     out = jobs_pb2.JobStatus(
-        job_id=s.job_id,
-        state=s.state,
-        reason=s.reason,
-        arrival_slot=s.arrival_slot,
-        progress=s.progress,
-        total_work=s.total_work,
-        completion_slot=s.completion_slot,
-        utility=s.utility,
-        restarts=s.restarts,
-        predicted_iteration_s=s.predicted_iteration_s,
-        measured_iteration_s=s.measured_iteration_s,
-        price=s.price,
-        slots_run=s.slots_run,
-        iterations=s.iterations,
-        admitted=s.admitted,
-        admitted_slot=s.admitted_slot,
-        failed_generations=s.failed_generations,
-        lost_steps=s.lost_steps,
-        checkpoint_step=s.checkpoint_step,
-        launch=s.launch,
+        **{f.name: getattr(s, f.name) for f in fields(JobStatus) if f.name != "placement"}
     )
     for p in s.placement:
         out.placement.add(agent_id=p.agent_id, workers=p.workers, ps=p.ps)

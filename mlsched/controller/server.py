@@ -18,12 +18,13 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
+from mlsched.controller.config import ControllerConfig
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.parsing import DocumentParser
@@ -44,7 +45,6 @@ from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.core.reports import Heartbeat
-from mlsched.net.auth import check_listen
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
@@ -52,46 +52,6 @@ from mlsched.scheduler.registry import create
 __all__ = ["Controller", "ControllerConfig"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ControllerConfig:
-    listen: str = "127.0.0.1:50051"
-    policy: str = "fifo"
-    policy_options: dict[str, Any] = field(default_factory=dict)
-    slot_seconds: float = 60.0
-    db: str = "mlsched.db"
-    checkpoint_root: str = "checkpoints"
-    data_root: str = ""  # jobs' training.data_path is relative to it (none allowed if unset)
-    token: str | None = None  # the user token (JobService)
-    agent_secret: str | None = None  # agents' credentials derive from it (AgentService)
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_ca: str | None = None
-    heartbeat_s: float = 1.0
-    agent_timeout_s: float = 10.0
-    lease_s: float = 120.0
-    min_agents: int = 1
-    task_timeout_s: float = 60.0
-    seed: int = 0
-    max_failures: int = 3
-
-    def validate(self) -> None:
-        if not self.slot_seconds > 0:
-            raise SpecError("slot_seconds", self.slot_seconds, "a number of seconds > 0")
-        if not self.heartbeat_s > 0:
-            raise SpecError("heartbeat_s", self.heartbeat_s, "a number of seconds > 0")
-        if not self.agent_timeout_s > self.heartbeat_s:
-            raise SpecError(
-                "agent_timeout_s",
-                self.agent_timeout_s,
-                f"more than heartbeat_s ({self.heartbeat_s})",
-            )
-        if self.min_agents < 1:
-            raise SpecError("min_agents", self.min_agents, "an integer >= 1")
-        if self.agent_secret is not None and self.token is None:
-            raise SpecError("agent_secret", "set", "a user token (--token) beside it")
-        check_listen(self.listen, self.token, self.agent_secret, tls=self.tls_cert is not None)
 
 
 class Controller:

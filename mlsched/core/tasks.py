@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from mlsched.core.errors import SpecError
-from mlsched.core.train_config import Backend, Launcher, TrainConfig
+from mlsched.core.train_config import Backend, Launcher, Role, TrainConfig
 
 __all__ = ["LaunchKind", "NodeLaunch", "TaskPlan", "launch_kind"]
 
@@ -105,7 +105,7 @@ class TaskPlan:
     @property
     def computes(self) -> bool:
         """Its processes train (they are not parameter servers)."""
-        return self.config.role.value != "ps"
+        return self.config.role is not Role.PS
 
     @property
     def launch(self) -> str:

@@ -22,7 +22,17 @@ PUBLISHED = {
 
 def test_registry_lists_every_model() -> None:
     assert model_names() == sorted(
-        ["mlp", "resnet18", "resnet20", "resnet50", "resnet56", "vgg11", "vgg11-narrow", "vgg16"]
+        [
+            "mlp",
+            "mlp-dropout",
+            "resnet18",
+            "resnet20",
+            "resnet50",
+            "resnet56",
+            "vgg11",
+            "vgg11-narrow",
+            "vgg16",
+        ]
     )
 
 

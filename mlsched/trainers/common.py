@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import threading
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +23,7 @@ from torch import nn
 from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, load_latest, save
 from mlsched.trainers.data import make_dataset
+from mlsched.trainers.data.base import mix_seed
 from mlsched.trainers.metrics import MetricsSink
 from mlsched.trainers.models import build_model
 
@@ -35,7 +35,6 @@ __all__ = [
     "restore",
     "resume",
     "save_replica",
-    "seed_all",
     "sgd",
     "snapshot",
     "timeout",
@@ -43,15 +42,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Domain tag of the training draws, apart from the data's own seeds (mix_seed(seed, ...)).
+_DRAWS = 0xD80F
+
 
 def timeout(cfg: TrainConfig) -> timedelta:
     return timedelta(seconds=cfg.timeout_s)
-
-
-def seed_all(cfg: TrainConfig, step: int, rank: int) -> None:
-    """Seed from (seed, step the run starts at, the process's own rank): replicas draw
-    different dropout masks, and a resumed run does not replay the first run's draws."""
-    torch.manual_seed(zlib.crc32(f"{cfg.seed}:{step}:{rank}".encode()))
 
 
 def device_for(cfg: TrainConfig) -> torch.device:
@@ -117,8 +113,14 @@ class Trainee:
     dataset: Any
     device: torch.device
     loss_fn: nn.Module
+    seed: int = 0
 
     def batch(self, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mini-batch ``index`` of the stream, and the random draws of the step that trains
+        it (dropout masks) keyed to ``(seed, index)``: the same whatever the layout, however
+        often the job stopped and resumed, and different on each replica. No RNG state needs
+        to survive a checkpoint."""
+        torch.manual_seed(mix_seed(self.seed, index, _DRAWS))
         x, y = self.dataset.batch(index, batch_size)
         return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
@@ -140,7 +142,7 @@ def build_trainee(cfg: TrainConfig) -> Trainee:
         num_classes=cfg.num_classes,
         path=cfg.data_path,
     )
-    return Trainee(model.to(device), dataset, device, nn.CrossEntropyLoss())
+    return Trainee(model.to(device), dataset, device, nn.CrossEntropyLoss(), cfg.seed)
 
 
 def sgd(cfg: TrainConfig, params: Any) -> torch.optim.SGD:
@@ -172,7 +174,7 @@ def snapshot(
         data_cursor=data_cursor,
         model={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         momentum=momentum,
-        rng={"seed": cfg.seed, "torch": torch.get_rng_state()},
+        rng={"seed": cfg.seed, "keyed_by": "batch_index"},
         meta={
             "model": cfg.model,
             "arch": cfg.arch,

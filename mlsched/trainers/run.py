@@ -16,8 +16,7 @@ import torch.distributed as dist
 
 from mlsched.core.train_config import Backend, Role, TrainConfig
 from mlsched.trainers import env
-from mlsched.trainers.checkpoint import latest_step
-from mlsched.trainers.common import StopFlag, build_trainee, seed_all, timeout
+from mlsched.trainers.common import StopFlag, build_trainee, timeout
 from mlsched.trainers.metrics import IterationStats, MetricsSink
 from mlsched.trainers.rendezvous import rendezvous_store
 from mlsched.trainers.telemetry import TelemetrySampler
@@ -72,7 +71,6 @@ def param_checksum(model: torch.nn.Module) -> list[float]:
 def run(cfg: TrainConfig) -> int:
     role, rank = _role_name(cfg)
     # Unique across the job: PS and worker indices overlap, the global rank does not.
-    seed_rank = cfg.global_rank if cfg.arch == "ps" else rank
     if cfg.arch == "allreduce" and cfg.device != "cpu" and _cuda():
         torch.cuda.set_device(env.gpu_local_rank())
     sink = MetricsSink(cfg.metrics, static={"job": cfg.job_id, "role": role, "rank": rank})
@@ -93,11 +91,9 @@ def run(cfg: TrainConfig) -> int:
             import horovod.torch as hvd
 
             hvd.init()
-            seed_all(cfg, latest_step(cfg.checkpoint_dir) or 0, seed_rank)
             step = run_horovod(cfg, trainee, stop, sink, stats)
         else:
             _init_process_group(cfg)
-            seed_all(cfg, latest_step(cfg.checkpoint_dir) or 0, seed_rank)
             if cfg.arch == "allreduce":
                 from mlsched.trainers.allreduce.ddp import run_ddp
 

@@ -30,13 +30,22 @@ class TinyMLP(nn.Module):
     """Flatten -> 64 hidden units -> classes: the fastest model for smoke tests."""
 
     def __init__(
-        self, num_classes: int = 10, image_size: int = 32, in_channels: int = 3, hidden: int = 64
+        self,
+        num_classes: int = 10,
+        image_size: int = 32,
+        in_channels: int = 3,
+        hidden: int = 64,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        # Dropout (when asked for) draws random masks in training, like VGG's head: the
+        # smoke-sized way to exercise the trainers' random draws.
+        extra: list[nn.Module] = [nn.Dropout(dropout)] if dropout > 0 else []
         self.net = nn.Sequential(
             nn.Flatten(),
             nn.Linear(in_channels * image_size * image_size, hidden),
             nn.ReLU(True),
+            *extra,
             nn.Linear(hidden, num_classes),
         )
 
@@ -54,6 +63,12 @@ class _Entry:
 
 _MODELS: dict[str, _Entry] = {
     "mlp": _Entry("mlp", 32, lambda k, s, c: TinyMLP(k, s, c), "2-layer MLP, 64 hidden units"),
+    "mlp-dropout": _Entry(
+        "mlp",
+        32,
+        lambda k, s, c: TinyMLP(k, s, c, dropout=0.25),
+        "2-layer MLP, 64 hidden units, dropout 0.25 (random draws in training)",
+    ),
     "resnet20": _Entry(
         "resnet", 32, lambda k, s, c: cifar_resnet(20, k, c), "CIFAR ResNet-20 (3x3 basic blocks)"
     ),

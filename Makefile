@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install protos demo test lint bench clean horovod
+.PHONY: install protos demo test lint bench clean horovod mutation
 
 install: $(STAMP)
 
@@ -31,9 +31,14 @@ test: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests
 
 lint: install
-	$(BIN)/ruff check mlsched tests benchmarks
-	$(BIN)/ruff format --check mlsched tests benchmarks
+	$(BIN)/ruff check mlsched tests benchmarks scripts
+	$(BIN)/ruff format --check mlsched tests benchmarks scripts
 	$(BIN)/mypy mlsched
+
+# Plants each bug listed in scripts/mutation_check.py in a copy of the tree; the fast tests
+# named beside it must fail (docs/testing.md).
+mutation: install
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutation_check.py
 
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks

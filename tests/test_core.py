@@ -418,6 +418,21 @@ def test_ledger_place_is_all_or_nothing(tiny_cluster: Cluster) -> None:
     np.testing.assert_array_equal(ledger.free, tiny_cluster.capacity)
 
 
+def test_ledger_fits_and_counts_exactly_at_the_edge(tiny_cluster: Cluster) -> None:
+    """Half-GPU tasks on a 4-GPU server: 8 fit, the 9th does not, and after 7 are taken one
+    more fits. A slack of a whole unit in either check would place a task on capacity that
+    is not there."""
+    demand = ResourceVector({"gpu": 0.5, "cpu": 1}).to_array(tiny_cluster.resource_names)
+    ledger = CapacityLedger(tiny_cluster)
+    assert ledger.fits(0, demand, 8) and not ledger.fits(0, demand, 9)
+    assert ledger.max_count(0, demand) == 8
+    ledger.take(0, demand, 7)
+    assert ledger.fits(0, demand) and not ledger.fits(0, demand, 2)
+    assert ledger.max_count(0, demand) == 1
+    ledger.take(0, demand)
+    assert not ledger.fits(0, demand) and ledger.max_count(0, demand) == 0
+
+
 @pytest.mark.parametrize(
     ("job", "ever"),
     [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from mlsched.controller.engine import Engine
@@ -301,6 +302,37 @@ def test_a_job_that_moves_servers_with_the_same_counts_is_checked_again() -> Non
     assert engine.records["small"].state is JobState.RUNNING
     with pytest.raises(PolicyError, match="slot 1: server s0 over-allocated on gpu: uses 5 of 4"):
         engine.step()
+
+
+def test_a_job_dropped_from_the_allocation_frees_what_it_held() -> None:
+    """One 4-GPU server; slot 0 runs job a on all of it, slot 1 preempts a for b. The engine
+    must release a's booking when a leaves the allocation (keeping it would refuse b as an
+    over-allocation, and leak capacity for the rest of the run)."""
+    cluster = Cluster(
+        (Server("s0", ResourceVector({"gpu": 4, "cpu": 8}), pool=Pool.WORKER),), Topology()
+    )
+    jobs = {
+        name: JobSpec(
+            name,
+            arch=Arch.ALLREDUCE,
+            chunks=1,
+            batches_per_chunk=10_000,
+            requested_workers=1,
+            worker=ResourceVector({"gpu": 4, "cpu": 2}),
+        )
+        for name in ("a", "b")
+    }
+
+    def script(slot: int, view: ClusterView) -> Allocation:
+        return Allocation(slot, {"a" if slot == 0 else "b": Placement(((0, 1),))})
+
+    engine = make_engine(cluster, ScriptedPolicy(script))
+    engine.submit_all(jobs.values())
+    engine.step()
+    engine.step()
+    want = jobs["b"].worker.to_array(cluster.resource_names)
+    np.testing.assert_array_equal(engine.used[0], want)
+    assert set(engine.placements) == {"b"}
 
 
 def test_on_a_live_cluster_a_job_the_policy_cannot_take_is_rejected_alone(

@@ -1,0 +1,273 @@
+"""Targeted mutation check: each listed bug, planted in a copy of the tree, must make the
+fast tests named beside it fail.
+
+A mutant is one exact text replacement in one file (the text must occur exactly once, so the
+list cannot silently drift from the code) and the tests expected to catch it. The check
+first runs those tests on the unmutated copy (they must pass, or a "kill" would mean
+nothing), then each mutant in turn, restoring the file after each. A mutant that makes the
+tests fail or time out is killed; one they pass with survives, and the check fails.
+
+    python scripts/mutation_check.py            # every mutant
+    python scripts/mutation_check.py --list     # the list, no runs
+    python scripts/mutation_check.py --only engine-moved-servers-not-rechecked
+
+The list, its rationale and the last score are in docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to the repository root
+    find: str
+    replace: str
+    tests: tuple[str, ...]  # pytest arguments: files, node ids, -k expressions
+    why: str
+
+
+CONTINUITY = "tests/test_trainers_continuity.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # Engine accounting ------------------------------------------------------------------
+    Mutant(
+        "engine-moved-servers-not-rechecked",
+        "mlsched/controller/engine.py",
+        "if prev is p or prev == p:",
+        "if prev is p or (prev is not None and prev.n_workers == p.n_workers"
+        " and prev.n_ps == p.n_ps):",
+        ("tests/test_engine.py",),
+        "a job whose counts stay but whose servers move skips the capacity re-check",
+    ),
+    Mutant(
+        "engine-departed-usage-kept",
+        "mlsched/controller/engine.py",
+        "self._prev.pop(job_id)):\n                self._used[s] -= u",
+        "self._prev.pop(job_id)):\n                self._used[s] -= 0 * u",
+        ("tests/test_engine.py",),
+        "a job that leaves the allocation keeps its resources booked",
+    ),
+    Mutant(
+        "engine-worker-cap-off-by-one",
+        "mlsched/controller/engine.py",
+        "if n_w > job.worker_cap or n_w < job.min_workers:",
+        "if n_w > job.worker_cap + 1 or n_w < job.min_workers:",
+        ("tests/test_engine.py",),
+        "one worker more than the job allows passes",
+    ),
+    Mutant(
+        "engine-capacity-slack",
+        "mlsched/controller/engine.py",
+        "if np.any(over > 1e-6):",
+        "if np.any(over > 1.0):",
+        ("tests/test_engine.py",),
+        "a server over-allocated by up to one unit passes",
+    ),
+    # Runtime model ----------------------------------------------------------------------
+    Mutant(
+        "estimator-loose-refit-shortcut",
+        "mlsched/perfmodel/estimator.py",
+        "> 1e-12 * max(1.0, abs(measured))",
+        "> 1e-1 * max(1.0, abs(measured))",
+        ("tests/test_estimator.py",),
+        "new samples within 10 % of the fit are taken as explained: the model stops following",
+    ),
+    # Checkpoint and resume --------------------------------------------------------------
+    Mutant(
+        "resume-momentum-not-restored",
+        "mlsched/trainers/common.py",
+        "if opt is not None and state.momentum:",
+        "if False:",
+        (CONTINUITY, "-k", "2to1-ddp"),
+        "an all-reduce replica resumes with zero SGD momentum",
+    ),
+    Mutant(
+        "resume-ps-momentum-not-restored",
+        "mlsched/trainers/ps/server.py",
+        "if state is not None and state.momentum:",
+        "if False:",
+        (CONTINUITY, "-k", "2to1-ps-sync"),
+        "a PS shard resumes with zero SGD momentum",
+    ),
+    Mutant(
+        "resume-cursor-ignores-ranks",
+        "mlsched/trainers/allreduce/replica.py",
+        "return self.cursor + (step - self.start) * self.world\n",
+        "return self.cursor + (step - self.start)\n",
+        (CONTINUITY, "-k", "2to1-ddp"),
+        "the checkpoint's cursor counts steps, not the batches W ranks consumed",
+    ),
+    Mutant(
+        "resume-draws-not-keyed",
+        "mlsched/trainers/common.py",
+        "torch.manual_seed(mix_seed(self.seed, index, _DRAWS))",
+        "pass",
+        (CONTINUITY, "-k", "2to1-ddp"),
+        "dropout masks come from the process's stream: replicas agree, resumes replay",
+    ),
+    Mutant(
+        "checkpoint-copied-not-renamed",
+        "mlsched/trainers/checkpoint.py",
+        "        os.rename(tmp, final)\n",
+        "        shutil.copytree(tmp, final)\n",
+        ("tests/test_trainer_checkpoint.py",),
+        "the checkpoint is copied, not renamed into place: its temporary directory stays",
+    ),
+    # Intake validation ------------------------------------------------------------------
+    Mutant(
+        "id-allows-slash",
+        "mlsched/core/ids.py",
+        '_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")',
+        '_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._/-]*")',
+        ("tests/test_hostile_inputs.py",),
+        "a job id may name a path below another directory",
+    ),
+    Mutant(
+        "id-allows-leading-dot",
+        "mlsched/core/ids.py",
+        '_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")',
+        '_ID = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._-]*")',
+        ("tests/test_hostile_inputs.py",),
+        'a job id may be ".." (a parent directory) or a hidden file',
+    ),
+    Mutant(
+        "path-escape-allowed",
+        "mlsched/core/ids.py",
+        "    if target != base and base not in target.parents:\n"
+        '        raise SpecError(field, os.path.join(*parts) if parts else "", ',
+        '    if False:\n        raise SpecError(field, os.path.join(*parts) if parts else "", ',
+        ("tests/test_hostile_inputs.py", "tests/test_core.py"),
+        "a path built from a job's input may leave the directory it belongs to",
+    ),
+    Mutant(
+        "batch-size-unbounded",
+        "mlsched/core/limits.py",
+        '"batch_size": _count(1, 65_536),',
+        '"batch_size": _count(1, 10**15),',
+        ("tests/test_hostile_inputs.py", "tests/test_fuzz_inputs.py"),
+        "a job may ask for an absurd batch size",
+    ),
+    # Placement and pricing --------------------------------------------------------------
+    Mutant(
+        "placement-fits-slack",
+        "mlsched/scheduler/view.py",
+        "return bool(np.all(demand * count <= self.free[server] + 1e-9))",
+        "return bool(np.all(demand * count <= self.free[server] + 1.0))",
+        ("tests/test_core.py",),
+        "a task counts as fitting a server one unit short",
+    ),
+    Mutant(
+        "placement-max-count-rounds-up",
+        "mlsched/scheduler/view.py",
+        "return math.floor(float(np.min(self.free[server, need] / demand[need])) + 1e-9)",
+        "return math.ceil(float(np.min(self.free[server, need] / demand[need])) - 1e-9)",
+        ("tests/test_core.py",),
+        "a server takes one task more than its free capacity holds",
+    ),
+    Mutant(
+        "oasis-price-curve-bent",
+        "mlsched/scheduler/oasis/prices.py",
+        "return ln_low + load * (ln_high - ln_low)",
+        "return ln_low + load * load * (ln_high - ln_low)",
+        ("tests/test_oasis.py",),
+        "the exponential price grows too slowly at low load",
+    ),
+)
+
+
+def copy_tree(dest: Path) -> None:
+    """The working tree (with generated stubs), without the venv, git and caches."""
+    skip = shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "runs"
+    )
+    shutil.copytree(ROOT, dest, ignore=skip, dirs_exist_ok=True)
+
+
+def run_tests(tree: Path, args: tuple[str, ...]) -> tuple[str, float]:
+    """'pass', 'fail' or 'timeout', and the seconds it took."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    cmd += ["-m", "not slow", *args]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.perf_counter() - start
+    took = time.perf_counter() - start
+    if proc.returncode == 0:
+        return "pass", took
+    if proc.returncode != 1:  # 2-4: usage or collection errors, not a test failing
+        tail = proc.stdout.decode(errors="replace")[-2000:] + proc.stderr.decode(errors="replace")
+        raise SystemExit(f"pytest could not run {' '.join(args)} (rc {proc.returncode}):\n{tail}")
+    return "fail", took
+
+
+def apply(tree: Path, m: Mutant) -> str:
+    """Plant ``m`` in ``tree``; returns the original text to restore."""
+    file = tree / m.path
+    text = file.read_text()
+    count = text.count(m.find)
+    if count != 1:
+        raise SystemExit(f"mutant {m.name}: {m.find!r} occurs {count} times in {m.path}, not once")
+    file.write_text(text.replace(m.find, m.replace))
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--only", action="append", default=[], help="run this mutant (repeatable)")
+    args = ap.parse_args(argv)
+    names = {m.name for m in MUTANTS}
+    unknown = sorted(set(args.only) - names)
+    if unknown:
+        ap.error(f"unknown mutant(s) {', '.join(unknown)}; --list shows them")
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:40s} {m.path}: {m.why}")
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="mlsched-mutants-") as tmp:
+        tree = Path(tmp) / "tree"
+        copy_tree(tree)
+        for m in chosen:  # every mutant applies, before anything runs
+            (tree / m.path).write_text(apply(tree, m))
+        suites = list(dict.fromkeys(m.tests for m in chosen))
+        print(f"baseline: {len(suites)} test selections on the unmutated tree", flush=True)
+        for sel in suites:
+            verdict, took = run_tests(tree, sel)
+            if verdict != "pass":
+                print(f"  {' '.join(sel)}: {verdict} without any mutant ({took:.0f} s)")
+                return 2
+        killed = 0
+        for i, m in enumerate(chosen, 1):
+            original = apply(tree, m)
+            try:
+                verdict, took = run_tests(tree, m.tests)
+            finally:
+                (tree / m.path).write_text(original)
+            ok = verdict in ("fail", "timeout")
+            killed += ok
+            state = "killed" if ok else "SURVIVED"
+            print(f"[{i}/{len(chosen)}] {state:8s} {m.name} ({verdict}, {took:.0f} s)", flush=True)
+        print(f"score: {killed}/{len(chosen)} mutants killed")
+        return 0 if killed == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,6 +34,7 @@ from pathlib import Path
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.core.train_config import TrainConfig
+from mlsched.net.ports import free_port_range
 from mlsched.testbed.cluster_demo import agent_command
 from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.launch import commands, free_port
@@ -101,7 +102,7 @@ def _by_agent(a: argparse.Namespace, work: Path, launch: str) -> float:
         # the job in it rather than an hour later.
         ctl.submit(json.dumps([job]))
         agent = subprocess.Popen(
-            agent_command(ctl.address, "agent", work, "31000-31099"),
+            agent_command(ctl.address, "agent", work, free_port_range()),
             env={**os.environ, "OMP_NUM_THREADS": "1"},
             stderr=subprocess.DEVNULL,
         )

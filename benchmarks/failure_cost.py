@@ -33,6 +33,7 @@ import yaml
 
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.net.ports import free_port_range
 from mlsched.testbed.cluster_demo import agent_command
 from mlsched.trainers.launch import flag_value
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
 
-    ports = {f"agent{i}": f"{31000 + 100 * i}-{31099 + 100 * i}" for i in range(3)}
+    ports = {f"agent{i}": free_port_range() for i in range(3)}
     result: dict[str, Any] = {"machine": machine(), "agent_loss": [], "worker_kill": []}
     try:
         for name, rng in ports.items():

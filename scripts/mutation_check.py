@@ -179,6 +179,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a server takes one task more than its free capacity holds",
     ),
     Mutant(
+        "oasis-release-ignored",
+        "mlsched/scheduler/oasis/policy.py",
+        "        self._drop(job_id, after=self._next_slot - 1, release=True)\n",
+        "        return\n",
+        ("tests/test_policy_properties.py", "-k", "frees"),
+        "a cancelled job's committed plan keeps its capacity reserved",
+    ),
+    Mutant(
         "oasis-price-curve-bent",
         "mlsched/scheduler/oasis/prices.py",
         "return ln_low + load * (ln_high - ln_low)",

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import psutil
 
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.net.auth import ClientAuth, client_channel
+from mlsched.net.ports import free_port, free_port_range  # noqa: F401 (free_port: re-exported)
 from mlsched.testbed.cluster_demo import agent_command
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -81,9 +81,7 @@ def agents(address: str, tmp: Path, n: int, *extra: str) -> Iterator[list[subpro
             log = open(tmp / f"agent{i}.log", "wb")  # noqa: SIM115
             procs.append(
                 subprocess.Popen(
-                    agent_cmd(
-                        address, f"agent{i}", tmp, f"{30100 + 100 * i}-{30199 + 100 * i}", *extra
-                    ),
+                    agent_cmd(address, f"agent{i}", tmp, free_port_range(), *extra),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
@@ -138,12 +136,6 @@ def controller_process(
             env={**os.environ, "OMP_NUM_THREADS": "1"},
             start_new_session=True,
         )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def metrics(tmp: Path, task_id: str) -> list[list[dict[str, Any]]]:

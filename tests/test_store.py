@@ -329,12 +329,10 @@ def test_concurrent_writes_all_land(store: Store) -> None:
         assert rows[-1]["finished"]
 
 
-def test_many_measurements_in_one_transaction_are_fast(store: Store) -> None:
-    start = time.perf_counter()
+def test_many_measurements_in_one_transaction_are_all_kept(store: Store) -> None:
+    """Their speed is benchmarks/store_writes.py's business; here, that none is lost."""
     with store.transaction():
         for i in range(1000):
             store.add_measurement(i // 10, f"j{i % 10}", {**MEASUREMENT, "iterations": i})
-    elapsed = time.perf_counter() - start
     assert len(store.measurements()) == 1000
     assert len(store.measurements("j3")) == 100
-    assert elapsed < 5.0, f"1000 measurements took {elapsed:.2f} s"

@@ -14,6 +14,7 @@ from cluster_helpers import controller, kill_tree, stub, wait_for
 
 from mlsched.controller.server import Controller
 from mlsched.net.auth import ClientAuth, agent_token, client_channel
+from mlsched.net.ports import free_port_range
 from mlsched.testbed.cluster_demo import agent_command
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2
 
@@ -77,7 +78,7 @@ def test_a_real_agent_joins_with_its_own_credential(ctl: Controller, tmp_path: P
     token_file = tmp_path / "a1.token"
     token_file.write_text(agent_token(SECRET, "a1") + "\n")
     token_file.chmod(0o600)
-    cmd = agent_command(ctl.address, "a1", tmp_path, "30700-30799")
+    cmd = agent_command(ctl.address, "a1", tmp_path, free_port_range())
     proc = subprocess.Popen(
         [*cmd, "--token-file", str(token_file)],
         stdout=subprocess.DEVNULL,
@@ -101,7 +102,7 @@ def test_an_agent_refuses_a_credential_of_another_name(tmp_path: Path) -> None:
     token_file = tmp_path / "a1.token"
     token_file.write_text(agent_token(SECRET, "a1") + "\n")
     token_file.chmod(0o600)
-    cmd = agent_command("127.0.0.1:1", "a2", tmp_path, "30700-30799")
+    cmd = agent_command("127.0.0.1:1", "a2", tmp_path, free_port_range())
     done = subprocess.run(
         [*cmd, "--token-file", str(token_file)], capture_output=True, text=True, timeout=60
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +161,9 @@ def _train(name: str, steps: int, lr: float) -> tuple[float, float, float]:
 
 
 def test_synthetic_labels_are_learnable_by_an_mlp() -> None:
-    start = time.perf_counter()
     before, after, train_tail = _train("mlp", 300, lr=0.05)
     assert before > 1.5  # ~ln(10) at the start
     assert after <= 0.5 * before and train_tail <= 0.5 * before
-    assert time.perf_counter() - start < 20
 
 
 def test_synthetic_labels_are_learnable_by_a_cnn() -> None:

@@ -6,9 +6,12 @@ One module-scoped job serves every assertion.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from gpu import cuda_skip_reason
 from trainer_helpers import (
     assert_iteration_fields,
     assert_loss_decreases,
@@ -84,3 +87,18 @@ def test_ranks_agree_with_each_other_and_the_checkpoint(ddp_run: Run) -> None:
     sums = {s["rank"]: s["param_checksum"] for s in of_type(ddp_run.records, "summary", "rank")}
     assert sums[0] == sums[1]
     assert sums[0] == checkpoint_checksum(ddp_run.cfg, ddp_run.state)
+
+
+@pytest.mark.skipif(cuda_skip_reason() is not None, reason=str(cuda_skip_reason()))
+def test_ddp_trains_on_cuda_over_nccl(tmp_path: Path) -> None:
+    """The GPU path: DDP ranks on CUDA devices (NCCL), one rank per GPU, up to 2."""
+    world = min(2, torch.cuda.device_count())
+    cfg = make_config(
+        tmp_path, "cuda", arch="allreduce", num_workers=world, stop_step=STOP, device="cuda"
+    )
+    outcome = launch(cfg)
+    assert outcome.ok, (outcome.returncodes, outcome.summary)
+    records = read_records(cfg.metrics)
+    assert of_type(records, "error") == []
+    assert checkpoint(cfg).step == STOP
+    assert_loss_decreases(losses_by_step(records, "rank", 0))

@@ -27,6 +27,7 @@ import yaml
 from mlsched.controller.serde import job_status_to_proto
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.controller.status import JobStatus
+from mlsched.net.ports import free_port_range
 
 __all__ = [
     "DEMO_JOBS",
@@ -131,7 +132,7 @@ def run_cluster_demo(
     ).start()
     agents: list[subprocess.Popen[bytes]] = []
     try:
-        for i, ports in enumerate(("29600-29699", "29700-29799")):
+        for i, ports in enumerate((free_port_range(), free_port_range())):
             log_file = open(workdir / f"agent{i}.log", "wb")  # noqa: SIM115 (outlives the block)
             agents.append(
                 subprocess.Popen(

@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ import psutil
 
 from mlsched.core.tasks import LaunchKind, NodeLaunch
 from mlsched.core.train_config import Backend, Launcher, Role, TrainConfig
+from mlsched.net.ports import free_port
 
 __all__ = [
     "JobOutcome",
@@ -50,13 +50,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def free_port() -> int:
-    """An unused loopback port (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

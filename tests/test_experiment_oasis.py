@@ -1,18 +1,29 @@
-"""The ``oasis`` experiment (spec 001 Figs. 3-8) at its smoke scale, and H1's ordering at a
-small contended point."""
+"""The ``oasis`` experiment (spec 001 Figs. 3-8): its verdicts follow its numbers (smoke
+scale), H1's ordering over eight seeds at a point chosen from the paper's load, and the
+default scale, where every claim must hold."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
 
 from mlsched.core.job import JobSpec
 from mlsched.core.utility import Utility
 from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.oasis import BASELINES, OASIS_VARIANTS, job_class
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.metrics import summarize
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.testbed.experiments.oasis import (
+    BASELINES,
+    OASIS_VARIANTS,
+    SCALE_SETTINGS,
+    _schemes,
+    job_class,
+)
+from mlsched.testbed.experiments.oasis.utility import _h1_one
+from mlsched.testbed.experiments.pool import Runner
+from mlsched.testbed.experiments.runner import Failure
 
 
 def test_smoke_scale_writes_results_checks_and_plots(tmp_path: Path) -> None:
@@ -25,8 +36,10 @@ def test_smoke_scale_writes_results_checks_and_plots(tmp_path: Path) -> None:
     names = [c["name"] for c in on_disk["checks"]]
     for h in ("H1", "H2", "H3", "H4", "H5"):
         assert any(n.startswith(h) for n in names), h
-    assert all(isinstance(c["passed"], bool) and c["detail"] for c in on_disk["checks"])
     assert on_disk["failures"] == []
+    # Each verdict is the one the recorded numbers give (smoke scale is too small for the
+    # claims to hold, so what is checked here is the checking).
+    assert_verdicts_follow_the_numbers(on_disk)
     rows = on_disk["h3"]["rows"]
     assert rows and all(r["opt_status"] in ("optimal", "time_limit") for r in rows)
     # The offline optimum bounds what OASiS earns on the same instance when it is proven.
@@ -41,6 +54,38 @@ def test_smoke_scale_writes_results_checks_and_plots(tmp_path: Path) -> None:
     assert all((out / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
 
 
+def _check(results: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return [c for c in results["checks"] if c["name"].startswith(prefix)]
+
+
+def assert_verdicts_follow_the_numbers(results: dict[str, Any]) -> None:
+    """Recompute H1 and H3 from the runs results.json records (not from the experiment's
+    own summaries): a check that printed PASS on numbers that say FAIL, a sweep that is
+    not the mean of its runs, or a lost run fails here."""
+    sweep = results["h1"]["sweep"]
+    points = sweep["values"]
+    util = sweep["metrics"]["total_utility"]
+    runs = results["h1"]["runs"]
+    for name in results["schemes"]:
+        for i, n in enumerate(points):
+            values = [r["total_utility"] for r in runs if (r["scheme"], r["jobs"]) == (name, n)]
+            assert len(values) == results["seeds"], (name, n)
+            assert util[name]["mean"][i] == pytest.approx(float(np.mean(values)))
+    baselines = [n for n in results["schemes"] if n not in OASIS_VARIANTS]
+    margins = [
+        util["oasis"]["mean"][i] - max(util[b]["mean"][i] for b in baselines)
+        for i in range(len(points))
+    ]
+    (every, grows) = _check(results, "H1")
+    assert every["passed"] is all(m >= 0 for m in margins), (every, margins)
+    assert grows["passed"] is (len(points) > 1 and margins[-1] > max(0.0, margins[0]))
+    (h3,) = _check(results, "H3")
+    ratios = [r["oasis_ratio"] for r in results["h3"]["rows"]]
+    assert h3["passed"] is bool(1.0 - 1e-6 <= float(np.median(ratios)) <= 1.5), (h3, ratios)
+    for check in results["checks"]:
+        assert isinstance(check["passed"], bool) and check["detail"], check
+
+
 def test_job_class_follows_the_decay() -> None:
     def spec(decay: float) -> JobSpec:
         return JobSpec("j", utility=Utility.sigmoid(10.0, decay, 5.0))
@@ -51,22 +96,60 @@ def test_job_class_follows_the_decay() -> None:
     assert job_class(JobSpec("j", utility=Utility.constant(1.0))) == "other"
 
 
-def test_h1_ordering_at_a_small_contended_point() -> None:
-    # 30 jobs on 8 + 8 servers over 40 slots, seeds 0 and 1 (every scheme on the same jobs):
-    # OASiS as shipped earns the most total utility, and more than with the paper's
-    # constants as written (no utility floor).
-    schemes = {
-        **{name: ("oasis", options) for name, options in OASIS_VARIANTS.items()},
-        **{b: (b, {}) for b in BASELINES},
-    }
-    totals = dict.fromkeys(schemes, 0.0)
-    for seed in (0, 1):
-        workload = load_workload(
-            "oasis-paper", seed=seed, jobs=30, horizon=40, options={"servers": 8}
-        )
-        for name, (policy, options) in schemes.items():
-            config = SimulationConfig(policy, seed=seed, policy_options=options)
-            totals[name] += summarize(simulate(workload, config)).total_utility
+# The default scale, as a user runs it ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def default_scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("oasis-default")
+    run_experiment("oasis", out_dir=out, scale="default")
+    return dict(json.loads((out / "results.json").read_text()))
+
+
+@pytest.mark.slow
+def test_the_default_scale_holds_every_claim(default_scale: dict[str, Any]) -> None:
+    """``mlsched experiment oasis`` as documented (default scale, its six seeds) passes
+    every check: H1-H5 and no failed run; and each verdict follows its numbers."""
+    failed = [(c["name"], c["detail"]) for c in default_scale["checks"] if not c["passed"]]
+    assert failed == []
+    assert_verdicts_follow_the_numbers(default_scale)
+
+
+#: H1's point: the default scale's most jobs, 60 on 20 + 20 servers over 100 slots. That is
+#: about the load of the paper's Fig. 3 at its rightmost point (400 jobs on 50 worker
+#: servers over 300 slots: 0.027 arrivals per worker server and slot; here 0.030), where the
+#: paper shows OASiS's lead largest. At 15 jobs almost every job finishes under any fair
+#: scheme and the margin is inside the spread between seeds: no ordering is asserted there.
+H1_JOBS = 60
+#: Seeds 0-5 come from the experiment's own runs; these two more make eight.
+H1_EXTRA_SEEDS = (6, 7)
+
+
+@pytest.mark.slow
+def test_h1_oasis_earns_more_than_every_baseline_over_eight_seeds(
+    default_scale: dict[str, Any],
+) -> None:
+    """Every scheme on the same jobs per seed; the claim is about the mean over seeds (the
+    spread between seeds is larger than the margins), so totals over eight seeds are
+    compared; the per-seed wins are shown with them."""
+    settings = SCALE_SETTINGS["default"]
+    assert H1_JOBS in settings.jobs
+    totals: dict[str, list[float]] = {}
+    for run in default_scale["h1"]["runs"]:
+        if run["jobs"] == H1_JOBS:
+            totals.setdefault(run["scheme"], []).append(run["total_utility"])
+    schemes = [(n, p, o) for n, p, o in _schemes() if n == "oasis" or n in BASELINES]
+    items = [
+        (H1_JOBS, seed, name, policy, options, settings.horizon, settings.servers)
+        for seed in H1_EXTRA_SEEDS
+        for name, policy, options in schemes
+    ]
+    with Runner() as runner:
+        outcomes = runner.map(_h1_one, items, lambda done: None)
+    for item, outcome in zip(items, outcomes, strict=True):
+        assert not isinstance(outcome, Failure), outcome
+        totals[item[2]].append(outcome.total_utility)
+    assert len(totals["oasis"]) == 8
     for baseline in BASELINES:
-        assert totals["oasis"] > totals[baseline], (baseline, totals)
-    assert totals["oasis"] > totals["oasis-nofloor"], totals
+        assert len(totals[baseline]) == 8
+        wins = sum(o > b for o, b in zip(totals["oasis"], totals[baseline], strict=True))
+        shown = {n: round(sum(v)) for n, v in totals.items()}
+        assert sum(totals["oasis"]) > sum(totals[baseline]), (baseline, wins, shown)

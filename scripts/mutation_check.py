@@ -181,8 +181,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "oasis-release-ignored",
         "mlsched/scheduler/oasis/policy.py",
-        "        self._drop(job_id, after=self._next_slot - 1, release=True)\n",
-        "        return\n",
+        "            self._committed.drop(job_id, after=self._next_slot - 1, release=True)\n",
+        "            pass\n",
         ("tests/test_policy_properties.py", "-k", "frees"),
         "a cancelled job's committed plan keeps its capacity reserved",
     ),

@@ -37,6 +37,7 @@ import numpy as np
 
 from mlsched.core.allocation import Admission, Allocation, Placement, Plan, RejectKind
 from mlsched.core.job import JobSpec
+from mlsched.scheduler.committed import CommittedPlans
 from mlsched.scheduler.oasis.needs import JobNeeds, per_worker_rate
 from mlsched.scheduler.oasis.placement import Layout, SlotOffer, largest_fit, place, slot_costs
 from mlsched.scheduler.oasis.prices import U_DURATIONS, ConstantsEstimator, PriceConstants
@@ -48,7 +49,6 @@ from mlsched.scheduler.oasis.schedule import (
     SlotDP,
     best_schedule,
 )
-from mlsched.scheduler.oasis.usage import CommittedUsage
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
@@ -136,10 +136,7 @@ class OasisPolicy(Policy):
         #: Every admission decision in arrival order.
         self.decisions: list[ArrivalRecord] = []
         self._estimator: ConstantsEstimator | None = None
-        self._usage: CommittedUsage | None = None
-        self._plans: dict[str, Plan] = {}
-        self._specs: dict[str, JobSpec] = {}
-        self._table: dict[int, dict[str, Placement]] = {}
+        self._committed: CommittedPlans | None = None
         self._next_slot = 0
         self._servers: dict[str | None, tuple[list[int], list[int]]] = {}
 
@@ -156,10 +153,7 @@ class OasisPolicy(Policy):
             ul_ratio_scale=self.ul_ratio_scale,
             normalize=self.normalize,
         )
-        self._usage = CommittedUsage(*cluster.capacity.shape)
-        self._plans.clear()
-        self._specs.clear()
-        self._table.clear()
+        self._committed = CommittedPlans(cluster)
         self._servers.clear()
         self._next_slot = 0
         if self.ul_estimate == "catalogue":
@@ -177,8 +171,8 @@ class OasisPolicy(Policy):
     def committed(self, slot: int) -> np.ndarray:
         """Capacity committed to plans in ``slot`` (servers x resources; a copy); slots
         already past may be forgotten (ValueError)."""
-        assert self._usage is not None, "setup() first"
-        return self._usage.at(slot).copy()
+        assert self._committed is not None, "setup() first"
+        return self._committed.usage.at(slot).copy()
 
     def _eligible(self, job: JobSpec) -> tuple[list[int], list[int]]:
         assert self.context is not None
@@ -220,7 +214,7 @@ class OasisPolicy(Policy):
     def _decide(
         self, job: JobSpec, view: ClusterView
     ) -> tuple[Admission, tuple[float, float, int | None, int]]:
-        assert self._estimator is not None and self._usage is not None
+        assert self._estimator is not None and self._committed is not None
         none = (-math.inf, math.nan, None, 0)
         cluster = view.cluster
         workers, ps = self._eligible(job)
@@ -258,7 +252,7 @@ class OasisPolicy(Policy):
             ), none
 
         constants = self.constants
-        used = self._usage.window(first, end)
+        used = self._committed.usage.window(first, end)
         offers: dict[int, SlotOffer] = {}
         rows: dict[int, np.ndarray] = {}
 
@@ -352,7 +346,7 @@ class OasisPolicy(Policy):
         offer: Callable[[int], SlotOffer],
         first: int,
     ) -> Plan:
-        assert self._usage is not None and self.context is not None and search.best is not None
+        assert self._committed is not None and search.best is not None
         slots: dict[int, Placement] = {}
         for i, y in enumerate(search.best.workers):
             if y <= 0:
@@ -361,23 +355,14 @@ class OasisPolicy(Policy):
             if filled is None:  # the DP only picks counts COST_t priced as feasible
                 raise RuntimeError(f"job {job.job_id}: {y} workers do not fit slot {first + i}")
             slots[first + i] = Placement.of(filled.workers, filled.ps)
-        for t, placement in slots.items():
-            self._usage.add(t, placement.usage(job, self.context.cluster))
-            self._table.setdefault(t, {})[job.job_id] = placement
         best = search.best
-        plan = Plan(slots=slots, cost=best.cost, payoff=best.payoff)
-        self._plans[job.job_id] = plan
-        self._specs[job.job_id] = job
-        return plan
+        return self._committed.commit(job, slots, cost=best.cost, payoff=best.payoff)
 
     # Slots ------------------------------------------------------------------------------
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        assert self._usage is not None and self.context is not None
+        assert self._committed is not None
         self._next_slot = slot + 1
-        for t in [t for t in self._table if t < slot]:
-            del self._table[t]
-        self._usage.trim(slot)
-        planned = {j: p for j, p in self._table.get(slot, {}).items() if j in view}
+        planned = self._committed.planned(slot, view)
         if self.best_effort:
             planned.update(self._best_effort(slot, view, planned))
         return Allocation(slot, planned)
@@ -386,24 +371,17 @@ class OasisPolicy(Policy):
         self, slot: int, view: ClusterView, planned: dict[str, Placement]
     ) -> dict[str, Placement]:
         """Jobs past their planned completion and not done run on what the plans leave."""
-        assert self._usage is not None and self.context is not None
-        behind = [
-            j
-            for j, plan in self._plans.items()
-            if j in view and j not in planned and (plan.completion_slot or -1) < slot
-        ]
+        committed = self._committed
+        assert committed is not None
+        behind = committed.behind(slot, view, planned)
         if not behind:
             return {}
-        cluster = self.context.cluster
-        capacity = np.asarray(cluster.capacity)
-        free = capacity.copy()
-        for job_id, placement in planned.items():
-            for s, amount in placement.usage(self._specs[job_id], cluster).items():
-                free[s] -= amount
-        prices = self.constants.prices(self._usage.at(slot), capacity)
+        cluster = committed.cluster
+        free = committed.free_beside(planned)
+        prices = self.constants.prices(committed.usage.at(slot), np.asarray(cluster.capacity))
         out: dict[str, Placement] = {}
         for job_id in behind:
-            job = self._specs[job_id]
+            job = committed.specs[job_id]
             needs = self._needs(job, view)
             if needs is None:
                 continue
@@ -417,25 +395,12 @@ class OasisPolicy(Policy):
         return out
 
     def on_completion(self, job_id: str, view: ClusterView) -> None:
-        self._drop(job_id, after=view.slot, release=self.release_on_early_finish)
+        if self._committed is not None:
+            self._committed.drop(job_id, after=view.slot, release=self.release_on_early_finish)
 
     def release(self, job_id: str) -> None:
-        self._drop(job_id, after=self._next_slot - 1, release=True)
-
-    def _drop(self, job_id: str, *, after: int, release: bool) -> None:
-        """Forget a job's placements after slot ``after``; with ``release`` also give back
-        their committed capacity (prices fall). Idempotent."""
-        plan = self._plans.pop(job_id, None)
-        job = self._specs.pop(job_id, None)
-        if plan is None or job is None:
-            return
-        assert self._usage is not None and self.context is not None
-        for t, placement in plan.slots.items():
-            if t <= after:
-                continue
-            self._table.get(t, {}).pop(job_id, None)
-            if release:
-                self._usage.add(t, placement.usage(job, self.context.cluster), sign=-1.0)
+        if self._committed is not None:
+            self._committed.drop(job_id, after=self._next_slot - 1, release=True)
 
 
 def _is_number(value: object) -> bool:

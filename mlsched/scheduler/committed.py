@@ -1,0 +1,133 @@
+"""Plans committed at admission (OASiS, PD-ORS): what each slot runs, and what it costs.
+
+Both policies decide a job's whole schedule when it arrives and never change it. This holds
+the table of placements per slot, the committed usage per (slot, server, resource) that
+their prices read (:class:`CommittedUsage`: g and v of OASiS's Alg. 1), and the two
+run-time rules the papers lack: a job that finishes early leaves its later reservations in
+place unless released; a job still unfinished after its planned completion (the runtime
+model was optimistic) is reported as *behind*, for the policy to run best-effort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from mlsched.core.allocation import Placement, Plan
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.scheduler.view import ClusterView
+
+__all__ = ["CommittedPlans", "CommittedUsage"]
+
+_TRIM_BATCH = 64
+
+
+class CommittedUsage:
+    """Committed amounts per slot; :meth:`window` views slots [start, stop)."""
+
+    def __init__(self, n_servers: int, n_resources: int) -> None:
+        self.base = 0
+        self._rows = np.zeros((0, n_servers, n_resources))
+
+    def _grow(self, stop: int) -> None:
+        need = stop - self.base
+        if need <= len(self._rows):
+            return
+        size = max(need, 2 * len(self._rows), 16)
+        rows = np.zeros((size, *self._rows.shape[1:]))
+        rows[: len(self._rows)] = self._rows
+        self._rows = rows
+
+    def window(self, start: int, stop: int) -> np.ndarray:
+        """Committed usage of slots [start, stop), start >= base (a view: do not write)."""
+        if start < self.base:
+            raise ValueError(f"slot {start} is before the first kept slot {self.base}")
+        self._grow(stop)
+        return self._rows[start - self.base : stop - self.base]
+
+    def at(self, slot: int) -> np.ndarray:
+        return self.window(slot, slot + 1)[0]
+
+    def add(self, slot: int, usage: Mapping[int, np.ndarray], sign: float = 1.0) -> None:
+        """Add (``sign=-1``: remove) per-server amounts to a slot; past slots are ignored."""
+        if slot < self.base:
+            return
+        self._grow(slot + 1)
+        row = self._rows[slot - self.base]
+        for server, amount in usage.items():
+            row[server] += sign * amount
+        if sign < 0:
+            np.maximum(row, 0.0, out=row)  # float dust from add-then-remove
+
+    def trim(self, before: int) -> None:
+        """Forget slots before ``before`` (lazily: in batches, to copy rarely)."""
+        drop = before - self.base
+        if drop < _TRIM_BATCH:
+            return
+        if drop >= len(self._rows):
+            self._rows = np.zeros((0, *self._rows.shape[1:]))
+        else:
+            self._rows = self._rows[drop:].copy()
+        self.base = before
+
+
+class CommittedPlans:
+    """The committed plans of one run on one cluster."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.usage = CommittedUsage(*cluster.capacity.shape)
+        self.plans: dict[str, Plan] = {}
+        self.specs: dict[str, JobSpec] = {}
+        self._table: dict[int, dict[str, Placement]] = {}
+
+    def commit(
+        self, job: JobSpec, slots: dict[int, Placement], *, cost: float, payoff: float
+    ) -> Plan:
+        """Record ``job``'s placements per slot and book their capacity."""
+        for t, placement in slots.items():
+            self.usage.add(t, placement.usage(job, self.cluster))
+            self._table.setdefault(t, {})[job.job_id] = placement
+        plan = Plan(slots=slots, cost=cost, payoff=payoff)
+        self.plans[job.job_id] = plan
+        self.specs[job.job_id] = job
+        return plan
+
+    def planned(self, slot: int, view: ClusterView) -> dict[str, Placement]:
+        """The placements planned for ``slot`` of the jobs still active; forgets the past."""
+        for t in [t for t in self._table if t < slot]:
+            del self._table[t]
+        self.usage.trim(slot)
+        return {j: p for j, p in self._table.get(slot, {}).items() if j in view}
+
+    def behind(self, slot: int, view: ClusterView, planned: dict[str, Placement]) -> list[str]:
+        """Active jobs past their planned completion with nothing planned in ``slot``."""
+        return [
+            j
+            for j, plan in self.plans.items()
+            if j in view and j not in planned and (plan.completion_slot or -1) < slot
+        ]
+
+    def free_beside(self, planned: dict[str, Placement]) -> np.ndarray:
+        """Capacity left by ``planned`` (servers x resources)."""
+        free = np.asarray(self.cluster.capacity, dtype=float).copy()
+        for job_id, placement in planned.items():
+            for s, amount in placement.usage(self.specs[job_id], self.cluster).items():
+                free[s] -= amount
+        return free
+
+    def drop(self, job_id: str, *, after: int, release: bool) -> None:
+        """Forget a job's placements after slot ``after``; with ``release`` also give back
+        their committed capacity (prices fall). Idempotent."""
+        plan = self.plans.pop(job_id, None)
+        job = self.specs.pop(job_id, None)
+        if plan is None or job is None:
+            return
+        for t, placement in plan.slots.items():
+            if t <= after:
+                continue
+            self._table.get(t, {}).pop(job_id, None)
+            if release:
+                self.usage.add(t, placement.usage(job, self.cluster), sign=-1.0)

@@ -3,6 +3,7 @@
 from mlsched.scheduler import (
     baselines,  # noqa: F401  (registers the baselines)
     oasis,  # noqa: F401  (registers OASiS)
+    pdors,  # noqa: F401  (registers PD-ORS)
 )
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, register, registered

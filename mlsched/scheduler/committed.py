@@ -10,7 +10,7 @@ model was optimistic) is reported as *behind*, for the policy to run best-effort
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.view import ClusterView
 
-__all__ = ["CommittedPlans", "CommittedUsage"]
+__all__ = ["CommittedPlans", "CommittedUsage", "completion_utility"]
 
 _TRIM_BATCH = 64
 
@@ -131,3 +131,15 @@ class CommittedPlans:
             self._table.get(t, {}).pop(job_id, None)
             if release:
                 self.usage.add(t, placement.usage(job, self.cluster), sign=-1.0)
+
+
+def completion_utility(job: JobSpec, first: int) -> Callable[[int], float]:
+    """Utility of completing in slot ``first + i``, as a function of i (duration counted
+    from the job's arrival slot; a progress utility is worth its value at the whole work
+    whenever the job finishes)."""
+    u = job.utility
+    if u.over_progress:
+        worth = u(job.total_work)
+        return lambda i: worth
+    offset = first - job.arrival_slot
+    return lambda i: u(offset + i)

@@ -37,7 +37,7 @@ import numpy as np
 
 from mlsched.core.allocation import Admission, Allocation, Placement, Plan, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.committed import CommittedPlans
+from mlsched.scheduler.committed import CommittedPlans, completion_utility
 from mlsched.scheduler.oasis.needs import JobNeeds, per_worker_rate
 from mlsched.scheduler.oasis.placement import Layout, SlotOffer, largest_fit, place, slot_costs
 from mlsched.scheduler.oasis.prices import U_DURATIONS, ConstantsEstimator, PriceConstants
@@ -272,7 +272,7 @@ class OasisPolicy(Policy):
                 row = rows[i] = slot_costs(offer(i), needs)
             return row
 
-        utility = self._utility(job, first)
+        utility = completion_utility(job, first)
         dp: SlotDP = FastDP(needs) if self.dp == "fast" else ReferenceDP(needs, self.chunk_group)
         search = best_schedule(dp, costs, utility, end - first)
         record = (search.best_payoff, math.nan, None, search.examined)
@@ -312,16 +312,6 @@ class OasisPolicy(Policy):
         if horizon is None:
             return first + (self.window or DEFAULT_WINDOW)
         return horizon if self.window is None else min(horizon, first + self.window)
-
-    @staticmethod
-    def _utility(job: JobSpec, first: int) -> Callable[[int], float]:
-        """Utility of completing in slot ``first + i``, as a function of i."""
-        u = job.utility
-        if u.over_progress:  # worth u(total work) whenever it finishes
-            worth = u(job.total_work)
-            return lambda i: worth
-        offset = first - job.arrival_slot
-        return lambda i: u(offset + i)
 
     @staticmethod
     def _reject(search: Search, first: int, end: int) -> Admission:

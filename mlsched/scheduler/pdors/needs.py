@@ -62,6 +62,7 @@ class PdorsNeeds:
     rate_int: float
     rate_ext: float
     cap: int
+    min_workers: int
     alpha: np.ndarray  # per-worker demand over the cluster's resources
     beta: np.ndarray  # per-PS demand
     ps_ratio: float | None
@@ -85,17 +86,19 @@ class PdorsNeeds:
             rate_int=rate_int,
             rate_ext=rate_ext,
             cap=job.worker_cap,
+            min_workers=max(1, job.min_workers),
             alpha=cluster.demand_array(job.worker),
             beta=cluster.demand_array(job.ps),
             ps_ratio=job.ps_ratio,
         )
 
     def workers_for(self, units: float, internal: bool) -> int:
-        """Workers that do ``units`` in one slot at the mode's rate (D of Alg. 4)."""
+        """Workers that do ``units`` in one slot at the mode's rate (D of Alg. 4), at least
+        the job's ``min_workers``."""
         if units <= 0:
             return 0
         rate = self.rate_int if internal else self.rate_ext
-        return max(1, math.ceil(units / rate - 1e-9))
+        return max(self.min_workers, math.ceil(units / rate - 1e-9))
 
     def ps_for(self, workers: int) -> int:
         """PSs for ``workers``: at least one, at most ``ps_ratio`` workers each (A7, A8)."""

@@ -90,12 +90,7 @@ def best_schedule(
             exhausted = False
             break
         examined += 1
-        pricer = pricer_at(i)
-        theta = np.full(k_max + 1, math.inf)
-        for j in range(k_max + 1):
-            choice = pricer.theta(j * step)
-            if choice is not None:
-                theta[j] = choice.cost
+        theta = pricer_at(i).thetas(step, k_max)
         cur = np.full(q_levels + 1, math.inf)
         arg = np.zeros(q_levels + 1, dtype=np.int64)
         for j in range(k_max + 1):

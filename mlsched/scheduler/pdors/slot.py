@@ -116,6 +116,7 @@ class SlotPricer:
     internal: bool = True
     _memo_int: dict[int, SlotChoice | None] = field(default_factory=dict, repr=False)
     _memo_ext: dict[int, SlotChoice | None] = field(default_factory=dict, repr=False)
+    _int_rel: dict[int, float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         finite = self.ln_prices[np.isfinite(self.ln_prices)]
@@ -125,6 +126,28 @@ class SlotPricer:
         self._s_cost = rel @ self.needs.beta
         both = np.intersect1d(self.worker_servers, self.ps_servers)
         self._both = both if self.internal else both[:0]
+        n = self.needs
+        w_room = self.worker_servers[
+            np.all(self.free[self.worker_servers] >= n.alpha - _EPS, axis=1)
+        ]
+        s_room = self.ps_servers[np.all(self.free[self.ps_servers] >= n.beta - _EPS, axis=1)]
+        self._w_floor = float(self._w_cost[w_room].min()) if len(w_room) else math.inf
+        self._s_floor = float(self._s_cost[s_room].min()) if len(s_room) else math.inf
+        self._vectors: dict[tuple[float, int], np.ndarray] = {}
+
+    def thetas(self, step: float, count: int) -> np.ndarray:
+        """Costs of theta(j * step) for j = 0..count (inf: impossible); shared by every
+        slot that has this pricer (the DP's slots with the same committed usage)."""
+        key = (step, count)
+        hit = self._vectors.get(key)
+        if hit is None:
+            hit = np.full(count + 1, math.inf)
+            for j in range(count + 1):
+                choice = self.theta(j * step)
+                if choice is not None:
+                    hit[j] = choice.cost
+            self._vectors[key] = hit
+        return hit
 
     def cost_of(self, workers: dict[int, int], ps: dict[int, int]) -> float:
         """The priced cost of an allocation, summed in log space: exact even where the
@@ -155,6 +178,8 @@ class SlotPricer:
         best: SlotChoice | None = None
         if len(self._both):
             best = self._memo(self._memo_int, d_int, self._internal)
+        if best is not None and self._ext_floor(d_ext) >= self._int_rel[d_int]:
+            return best  # no spread placement can be cheaper: skip the LP
         ext = self._memo(self._memo_ext, d_ext, self._external)
         if ext is not None and (best is None or ext.cost < best.cost):
             best = ext
@@ -183,9 +208,15 @@ class SlotPricer:
         costs = self._w_cost[ok] * d + self._s_cost[ok] * s
         k = int(np.argmin(costs))  # first cheapest (lowest index on ties)
         h = int(ok[k])
+        self._int_rel[d] = float(costs[k])
         return SlotChoice(self.cost_of({h: d}, {h: s}), {h: d}, {h: s}, True)
 
     # Case 2 -----------------------------------------------------------------------------
+    def _ext_floor(self, d: int) -> float:
+        """A lower bound on the external case's relative cost: every worker and PS at the
+        cheapest price among the servers that can take one."""
+        return d * self._w_floor + self.needs.ps_for(d) * self._s_floor
+
     def _external(self, d: int) -> SlotChoice | None:
         n = self.needs
         if d > n.cap:

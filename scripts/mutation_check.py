@@ -179,12 +179,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "a server takes one task more than its free capacity holds",
     ),
     Mutant(
-        "oasis-release-ignored",
-        "mlsched/scheduler/oasis/policy.py",
+        "committed-release-ignored",
+        "mlsched/scheduler/committed.py",
         "            self._committed.drop(job_id, after=self._next_slot - 1, release=True)\n",
         "            pass\n",
         ("tests/test_policy_properties.py", "-k", "frees"),
-        "a cancelled job's committed plan keeps its capacity reserved",
+        "a cancelled job's committed plan (OASiS, PD-ORS) keeps its capacity reserved",
     ),
     Mutant(
         "oasis-price-curve-bent",

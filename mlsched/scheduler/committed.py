@@ -10,16 +10,31 @@ model was optimistic) is reported as *behind*, for the policy to run best-effort
 
 from __future__ import annotations
 
+import time
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Placement, Plan
+from mlsched.core.allocation import Admission, Allocation, Placement, Plan
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView
 
-__all__ = ["CommittedPlans", "CommittedUsage", "completion_utility"]
+#: What ``_decide`` reports besides the admission: payoff, cost, completion slot, slots
+#: examined (``-inf, nan, None, 0`` when no schedule was looked for).
+DecisionFacts = tuple[float, float, int | None, int]
+
+__all__ = [
+    "ArrivalRecord",
+    "CommittedPlans",
+    "CommittedUsage",
+    "CommittingPolicy",
+    "completion_utility",
+]
 
 _TRIM_BATCH = 64
 
@@ -143,3 +158,83 @@ def completion_utility(job: JobSpec, first: int) -> Callable[[int], float]:
         return lambda i: worth
     offset = first - job.arrival_slot
     return lambda i: u(offset + i)
+
+
+@dataclass(frozen=True)
+class ArrivalRecord:
+    """One admission decision, for reports: payoff is -inf when no schedule was feasible."""
+
+    job_id: str
+    slot: int
+    admitted: bool
+    payoff: float
+    cost: float
+    completion_slot: int | None
+    seconds: float
+    slots_examined: int
+
+
+class CommittingPolicy(Policy):
+    """A policy that commits each admitted job's whole schedule at its arrival (OASiS,
+    PD-ORS): subclasses decide (:meth:`_decide`) and may run jobs behind their plans
+    (:meth:`_best_effort`); the slot loop, the records and the release rules are here."""
+
+    def __init__(
+        self, *, release_on_early_finish: bool = False, best_effort: bool = True, **options: Any
+    ) -> None:
+        super().__init__(**options)
+        for flag, value in (
+            ("release_on_early_finish", release_on_early_finish),
+            ("best_effort", best_effort),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be true or false, got {value!r}")
+        self.release_on_early_finish = release_on_early_finish
+        self.best_effort = best_effort
+        #: Every admission decision in arrival order.
+        self.decisions: list[ArrivalRecord] = []
+        self._committed: CommittedPlans | None = None
+        self._next_slot = 0
+
+    @abstractmethod
+    def _decide(self, job: JobSpec, view: ClusterView) -> tuple[Admission, DecisionFacts]:
+        """Admit (committing the plan) or reject ``job``."""
+
+    def _best_effort(
+        self, slot: int, view: ClusterView, planned: dict[str, Placement]
+    ) -> dict[str, Placement]:
+        """Placements for jobs behind their plans on what ``planned`` leaves (none here)."""
+        return {}
+
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        start = time.perf_counter()
+        admission, (payoff, cost, completion, examined) = self._decide(job, view)
+        self.decisions.append(
+            ArrivalRecord(
+                job.job_id,
+                view.slot,
+                admission.is_admitted(),
+                payoff,
+                cost,
+                completion,
+                time.perf_counter() - start,
+                examined,
+            )
+        )
+        return admission
+
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        assert self._committed is not None, "setup() first"
+        self._next_slot = slot + 1
+        planned = self._committed.planned(slot, view)
+        if self.best_effort:
+            planned.update(self._best_effort(slot, view, planned))
+        return Allocation(slot, planned)
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:
+        if self._committed is not None:
+            self._committed.drop(job_id, after=view.slot, release=self.release_on_early_finish)
+
+    def release(self, job_id: str) -> None:
+        if self._committed is not None:
+            self._committed.drop(job_id, after=self._next_slot - 1, release=True)

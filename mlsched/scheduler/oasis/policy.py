@@ -28,16 +28,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement, Plan, RejectKind
+from mlsched.core.allocation import Admission, Placement, Plan, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.committed import CommittedPlans, completion_utility
+from mlsched.scheduler.committed import (
+    ArrivalRecord,
+    CommittedPlans,
+    CommittingPolicy,
+    completion_utility,
+)
 from mlsched.scheduler.oasis.needs import JobNeeds, per_worker_rate
 from mlsched.scheduler.oasis.placement import Layout, SlotOffer, largest_fit, place, slot_costs
 from mlsched.scheduler.oasis.prices import U_DURATIONS, ConstantsEstimator, PriceConstants
@@ -50,7 +53,6 @@ from mlsched.scheduler.oasis.schedule import (
     best_schedule,
 )
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
@@ -67,22 +69,8 @@ UL_ESTIMATES = ("catalogue", "history")
 _OFFER_BLOCK = 16  # slots whose prices and offers are computed together
 
 
-@dataclass(frozen=True)
-class ArrivalRecord:
-    """One admission decision, for reports: payoff is -inf when no schedule was feasible."""
-
-    job_id: str
-    slot: int
-    admitted: bool
-    payoff: float
-    cost: float
-    completion_slot: int | None
-    seconds: float
-    slots_examined: int
-
-
 @register
-class OasisPolicy(Policy):
+class OasisPolicy(CommittingPolicy):
     """OASiS (Bao et al., INFOCOM'18); options in ``docs/algorithms/oasis.md``."""
 
     name = "oasis"
@@ -106,7 +94,9 @@ class OasisPolicy(Policy):
         best_effort: bool = True,
         **options: Any,
     ) -> None:
-        super().__init__(**options)
+        super().__init__(
+            release_on_early_finish=release_on_early_finish, best_effort=best_effort, **options
+        )
         _choice("dp", dp, DP_VARIANTS)
         _choice("u_duration", u_duration, U_DURATIONS)
         _choice("ul_estimate", ul_estimate, UL_ESTIMATES)
@@ -116,13 +106,8 @@ class OasisPolicy(Policy):
             raise ValueError(f"window must be an integer >= 1 (slots) or None, got {window!r}")
         if not _is_count(chunk_group):
             raise ValueError(f"chunk_group must be an integer >= 1, got {chunk_group!r}")
-        for flag, value in (
-            ("normalize", normalize),
-            ("release_on_early_finish", release_on_early_finish),
-            ("best_effort", best_effort),
-        ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be true or false, got {value!r}")
+        if not isinstance(normalize, bool):
+            raise ValueError(f"normalize must be true or false, got {normalize!r}")
         self.dp = dp
         self.u_duration = u_duration
         self.ul_estimate = ul_estimate
@@ -131,13 +116,7 @@ class OasisPolicy(Policy):
         self.normalize = normalize
         self.window = window
         self.chunk_group = chunk_group
-        self.release_on_early_finish = release_on_early_finish
-        self.best_effort = best_effort
-        #: Every admission decision in arrival order.
-        self.decisions: list[ArrivalRecord] = []
         self._estimator: ConstantsEstimator | None = None
-        self._committed: CommittedPlans | None = None
-        self._next_slot = 0
         self._servers: dict[str | None, tuple[list[int], list[int]]] = {}
 
     # Setup ------------------------------------------------------------------------------
@@ -194,23 +173,6 @@ class OasisPolicy(Policy):
         return JobNeeds.of(job, rate, done=done)
 
     # Arrivals ---------------------------------------------------------------------------
-    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
-        start = time.perf_counter()
-        admission, record = self._decide(job, view)
-        self.decisions.append(
-            ArrivalRecord(
-                job.job_id,
-                view.slot,
-                admission.is_admitted(),
-                record[0],
-                record[1],
-                record[2],
-                time.perf_counter() - start,
-                record[3],
-            )
-        )
-        return admission
-
     def _decide(
         self, job: JobSpec, view: ClusterView
     ) -> tuple[Admission, tuple[float, float, int | None, int]]:
@@ -349,14 +311,6 @@ class OasisPolicy(Policy):
         return self._committed.commit(job, slots, cost=best.cost, payoff=best.payoff)
 
     # Slots ------------------------------------------------------------------------------
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        assert self._committed is not None
-        self._next_slot = slot + 1
-        planned = self._committed.planned(slot, view)
-        if self.best_effort:
-            planned.update(self._best_effort(slot, view, planned))
-        return Allocation(slot, planned)
-
     def _best_effort(
         self, slot: int, view: ClusterView, planned: dict[str, Placement]
     ) -> dict[str, Placement]:
@@ -383,14 +337,6 @@ class OasisPolicy(Policy):
                 free[s] -= amount
             out[job_id] = placement
         return out
-
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        if self._committed is not None:
-            self._committed.drop(job_id, after=view.slot, release=self.release_on_early_finish)
-
-    def release(self, job_id: str) -> None:
-        if self._committed is not None:
-            self._committed.drop(job_id, after=self._next_slot - 1, release=True)
 
 
 def _is_number(value: object) -> bool:

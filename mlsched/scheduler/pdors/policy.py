@@ -24,22 +24,20 @@ leave (``best_effort``).
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.committed import CommittedPlans, completion_utility
-from mlsched.scheduler.oasis.policy import DEFAULT_WINDOW, ArrivalRecord
+from mlsched.scheduler.committed import CommittedPlans, CommittingPolicy, completion_utility
+from mlsched.scheduler.oasis.policy import DEFAULT_WINDOW
 from mlsched.scheduler.pdors.constants import ConstantsEstimator, PdorsConstants
 from mlsched.scheduler.pdors.needs import PdorsNeeds, per_worker_rates
 from mlsched.scheduler.pdors.schedule import DEFAULT_LEVELS, best_schedule
 from mlsched.scheduler.pdors.slot import Rounding, SlotPricer
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
@@ -47,7 +45,7 @@ __all__ = ["PdorsPolicy"]
 
 
 @register
-class PdorsPolicy(Policy):
+class PdorsPolicy(CommittingPolicy):
     """PD-ORS (Yu et al.); options in ``docs/algorithms/pd_ors.md``."""
 
     name = "pd_ors"
@@ -71,13 +69,10 @@ class PdorsPolicy(Policy):
         best_effort: bool = True,
         **options: Any,
     ) -> None:
-        super().__init__(**options)
-        for flag, value in (
-            ("exact", exact),
-            ("separated", separated),
-            ("release_on_early_finish", release_on_early_finish),
-            ("best_effort", best_effort),
-        ):
+        super().__init__(
+            release_on_early_finish=release_on_early_finish, best_effort=best_effort, **options
+        )
+        for flag, value in (("exact", exact), ("separated", separated)):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag} must be true or false, got {value!r}")
         if not _is_count(levels):
@@ -95,13 +90,7 @@ class PdorsPolicy(Policy):
         self.separated = separated
         self.l_floor_ratio = float(l_floor_ratio)
         self.window = window
-        self.release_on_early_finish = release_on_early_finish
-        self.best_effort = best_effort
-        #: Every admission decision in arrival order.
-        self.decisions: list[ArrivalRecord] = []
         self._estimator: ConstantsEstimator | None = None
-        self._committed: CommittedPlans | None = None
-        self._next_slot = 0
 
     # Setup ------------------------------------------------------------------------------
     def setup(self, context: RunContext) -> None:
@@ -165,23 +154,6 @@ class PdorsPolicy(Policy):
         return horizon if self.window is None else min(horizon, first + self.window)
 
     # Arrivals ---------------------------------------------------------------------------
-    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
-        start = time.perf_counter()
-        admission, record = self._decide(job, view)
-        self.decisions.append(
-            ArrivalRecord(
-                job.job_id,
-                view.slot,
-                admission.is_admitted(),
-                record[0],
-                record[1],
-                record[2],
-                time.perf_counter() - start,
-                record[3],
-            )
-        )
-        return admission
-
     def _decide(
         self, job: JobSpec, view: ClusterView
     ) -> tuple[Admission, tuple[float, float, int | None, int]]:
@@ -261,14 +233,6 @@ class PdorsPolicy(Policy):
         )
 
     # Slots ------------------------------------------------------------------------------
-    def allocate(self, slot: int, view: ClusterView) -> Allocation:
-        assert self._committed is not None
-        self._next_slot = slot + 1
-        planned = self._committed.planned(slot, view)
-        if self.best_effort:
-            planned.update(self._best_effort(slot, view, planned))
-        return Allocation(slot, planned)
-
     def _best_effort(
         self, slot: int, view: ClusterView, planned: dict[str, Placement]
     ) -> dict[str, Placement]:
@@ -309,14 +273,6 @@ class PdorsPolicy(Policy):
                 free[s] -= amount
             out[job_id] = placement
         return out
-
-    def on_completion(self, job_id: str, view: ClusterView) -> None:
-        if self._committed is not None:
-            self._committed.drop(job_id, after=view.slot, release=self.release_on_early_finish)
-
-    def release(self, job_id: str) -> None:
-        if self._committed is not None:
-            self._committed.drop(job_id, after=self._next_slot - 1, release=True)
 
 
 def _is_number(value: object) -> bool:

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install protos demo test lint bench clean horovod mutation
+.PHONY: install protos demo test reproduce lint bench clean horovod mutation
 
 install: $(STAMP)
 
@@ -28,7 +28,11 @@ demo: install
 	$(BIN)/mlsched demo
 
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not reproduction" tests
+
+# Each experiment at the scale where its claims must hold (minutes each; docs/testing.md).
+reproduce: install
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m reproduction tests
 
 lint: install
 	$(BIN)/ruff check mlsched tests benchmarks scripts

@@ -104,7 +104,8 @@ def default_scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return dict(json.loads((out / "results.json").read_text()))
 
 
-@pytest.mark.slow
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)  # the shared default-scale run: minutes on 2 cores
 def test_the_default_scale_holds_every_claim(default_scale: dict[str, Any]) -> None:
     """``mlsched experiment oasis`` as documented (default scale, its six seeds) passes
     every check: H1-H5 and no failed run; and each verdict follows its numbers."""
@@ -123,7 +124,8 @@ H1_JOBS = 60
 H1_EXTRA_SEEDS = (6, 7)
 
 
-@pytest.mark.slow
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)
 def test_h1_oasis_earns_more_than_every_baseline_over_eight_seeds(
     default_scale: dict[str, Any],
 ) -> None:

@@ -123,3 +123,14 @@ def test_mean_summary_averages_over_runs():
     assert mean["total_utility"] == 3.0 and mean["avg_jct_s"] == 10.0
     assert mean["avg_jct_slots"] is None and mean["utilization"] == {"cpu": pytest.approx(0.3)}
     assert mean["runs"] == 2
+
+
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)
+def test_the_baselines_experiment_passes_at_its_default_scale(tmp_path: Path) -> None:
+    """``mlsched experiment baselines`` as documented (default scale and seeds, every
+    registered policy): each completes jobs, its utility grows with the jobs or saturates,
+    no run fails and a repeated run gives the same result."""
+    results = run_experiment("baselines", out_dir=tmp_path, scale="default")
+    failed = [(c["name"], c["detail"]) for c in results["checks"] if not c["passed"]]
+    assert failed == []

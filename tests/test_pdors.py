@@ -471,3 +471,12 @@ def test_pd_ors_plans_are_reproducible_and_finish_what_they_admit(seed: int) -> 
             if r.admitted_slot is not None:
                 assert r.state is JobState.DONE, (r.job_id, r.reason)
     assert outcomes[0] == outcomes[1]
+
+
+def test_pd_ors_declares_the_jobs_it_models() -> None:
+    """The general declaration (Policy.archs): PD-ORS covers PS jobs only (A29); the
+    others cover every architecture."""
+    ring, ps = JobSpec("ring", arch=Arch.ALLREDUCE), JobSpec("ps")
+    pd = create("pd_ors")
+    assert pd.supports(ps) and not pd.supports(ring)
+    assert all(create(name).supports(ring) for name in ("fifo", "drf", "oasis"))

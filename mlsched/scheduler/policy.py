@@ -12,6 +12,10 @@ Two required methods:
 
 Optional hooks default to no-ops. :meth:`release` must be idempotent: it undoes a job's
 reservations when the engine drops the job (a declined quote, a lost agent).
+
+A policy whose model covers only some job kinds declares them in :attr:`Policy.archs`
+(PD-ORS: parameter-server jobs only); :meth:`Policy.supports` reads it, the policy answers
+other jobs ``infeasible``, and experiments and tests offer it only the jobs it supports.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from mlsched.core.allocation import Admission, Allocation
-from mlsched.core.job import JobSpec
+from mlsched.core.job import Arch, JobSpec
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["Policy"]
@@ -31,6 +35,13 @@ class Policy(ABC):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: The job architectures the policy's model covers.
+    archs: ClassVar[frozenset[Arch]] = frozenset(Arch)
+
+    @classmethod
+    def supports(cls, job: JobSpec) -> bool:
+        """Whether the policy's model covers ``job`` (else it answers ``infeasible``)."""
+        return job.arch in cls.archs
 
     def __init__(self, **options: Any) -> None:
         if options:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.core.allocation import Admission, Placement, RejectKind
-from mlsched.core.job import JobSpec
+from mlsched.core.job import Arch, JobSpec
 from mlsched.scheduler.committed import CommittedPlans, CommittingPolicy, completion_utility
 from mlsched.scheduler.oasis.policy import DEFAULT_WINDOW
 from mlsched.scheduler.pdors.constants import ConstantsEstimator, PdorsConstants
@@ -49,6 +49,7 @@ class PdorsPolicy(CommittingPolicy):
     """PD-ORS (Yu et al.); options in ``docs/algorithms/pd_ors.md``."""
 
     name = "pd_ors"
+    archs = frozenset({Arch.PS})  # spec A29
     description = (
         "PD-ORS: online primal-dual admission of synchronous PS jobs with locality-aware "
         "per-slot placement by LP relaxation and randomised rounding (spec 000)"
@@ -159,7 +160,7 @@ class PdorsPolicy(CommittingPolicy):
     ) -> tuple[Admission, tuple[float, float, int | None, int]]:
         assert self._committed is not None and self.context is not None
         none = (-math.inf, math.nan, None, 0)
-        if not job.uses_ps:
+        if not self.supports(job):
             return Admission.reject(
                 RejectKind.INFEASIBLE, "PD-ORS schedules parameter-server jobs (spec A29)"
             ), none

@@ -101,6 +101,10 @@ def test_data_path_needs_a_data_root_and_stays_under_it(tmp_path: Path) -> None:
         ({"batches_per_chunk": 1e20}, "jobs[0].batches_per_chunk"),
         ({"chunks": 1e308}, "jobs[0].chunks"),
         ({"max_workers": 1e308}, "jobs[0].max_workers"),
+        # Sizes no real job asks for, inside int64: each bound must stay a sane figure.
+        ({"batch_size": 10**6}, "jobs[0].batch_size"),
+        ({"max_workers": 10**5}, "jobs[0].max_workers"),
+        ({"epochs": 10**9}, "jobs[0].epochs"),
         ({"batch_size": "16"}, "jobs[0].batch_size"),
         ({"batch_size": True}, "jobs[0].batch_size"),
         ({"epochs": 2.5}, "jobs[0].epochs"),

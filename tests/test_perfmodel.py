@@ -21,6 +21,7 @@ import pytest
 
 from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster, Server, Topology
+from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel import (
     FAMILIES,
@@ -153,6 +154,19 @@ def test_sync_colocated_uses_internal_rate() -> None:
     assert dm == pytest.approx([0.0, 0.008, 0.0])
     assert dc == pytest.approx([1.0, 0.0, 0.0])  # u = 1 without a global batch
     assert total(fam, job, p, CL) == pytest.approx(0.018)  # 0.01 + 0.008
+
+
+def test_sync_colocated_uses_the_jobs_own_internal_rate() -> None:
+    # Spec 000's b(i) per job (10 x b(e) = 20 Gbit/s) replaces the topology's 100 Gbit/s.
+    job, fam = sync_job(internal_gbps=20.0), SyncPSModel()
+    p = Placement.of({1: 4}, {1: 2})
+    assert fam.design(job, p, CL)[1] == pytest.approx([0.0, 0.04, 0.0])  # 1.6 / (2 * 20)
+    # Across servers the job still runs at its external reservation.
+    spread = Placement.of({1: 4}, {1: 1, 0: 1})
+    assert fam.design(job, spread, CL)[1] == pytest.approx([0.0, 0.0, 0.4])
+    assert JobSpec.from_dict(job.to_dict()).internal_gbps == 20.0
+    with pytest.raises(SpecError, match="internal_gbps"):
+        sync_job(internal_gbps=0.0)
 
 
 def test_sync_spread_uses_external_rate() -> None:

@@ -77,6 +77,7 @@ _FIELDS = (
     "compute_s_by_type",
     "update_s",
     "gradient_mb",
+    "internal_gbps",
     "utility",
     "weight",
     "valuation",
@@ -93,7 +94,7 @@ TRAINING_KEYS = JOB_SETTINGS
 # Numeric fields that may be null (None); the rest always hold a number.
 _OPTIONAL = frozenset(
     {"global_batch", "max_workers", "requested_workers", "requested_ps", "ps_ratio"}
-    | {"valuation", "budget_worker_slots"}
+    | {"valuation", "budget_worker_slots", "internal_gbps"}
 )
 
 
@@ -105,7 +106,9 @@ class JobSpec:
     data chunk, spec 001 (3)); a PS job needs ``ceil(workers * worker_bw / ps_bw)`` PSs so the
     PSs are not the bandwidth bottleneck (001 (6)), and at most ``ps_ratio`` workers per PS
     when set (spec 000's gamma). ``worker_types``/``ps_types`` offer typed bundles (002, 004);
-    ``compute_s_by_type`` gives the per-type compute time.
+    ``compute_s_by_type`` gives the per-type compute time. ``internal_gbps`` is the rate of
+    one worker-PS link when all of a synchronous PS job's workers and PSs share a server
+    (spec 000's b(i); default the topology's ``intra_server_gbps``).
     """
 
     job_id: str
@@ -133,6 +136,7 @@ class JobSpec:
     compute_s_by_type: Mapping[str, float] = field(default_factory=dict)
     update_s: float = 0.0
     gradient_mb: float = 10.0
+    internal_gbps: float | None = None
     weight: float = 1.0
     valuation: float | None = None
     budget_worker_slots: float | None = None

@@ -4,7 +4,9 @@ Per iteration: ``T = u * tau + 2 g / (n_s * b_min)``: each worker computes its l
 (``u`` work units: ``global_batch / (batch_size * n_w)`` with a fixed global batch, else 1)
 and then pushes g/n_s to and pulls g/n_s from each of the n_s PSs in parallel. By Fact 1,
 ``b_min`` is the internal rate only when every worker and PS sits on one server, else the
-external rate (the worker's reservation, or the slowest worker-PS path).
+external rate (the worker's reservation, or the slowest worker-PS path). The internal rate
+is the job's own ``internal_gbps`` (spec 000 draws b(i) = 10 b(e) per job), else the
+topology's intra-server rate.
 
 Parameters:
   compute_s        tau, seconds per work unit on one worker
@@ -40,7 +42,8 @@ class SyncPSModel(PerfFamily):
         units = job.global_batch / (job.batch_size * n_w) if job.global_batch else 1.0
         push_pull_gbit = 2.0 * job.gradient_bytes * 8 / (n_s * GBIT)
         if placement.colocated:
-            comm = np.array([0.0, push_pull_gbit / cluster.topology.intra_server_gbps, 0.0])
+            inside = job.internal_gbps or cluster.topology.intra_server_gbps
+            comm = np.array([0.0, push_pull_gbit / inside, 0.0])
         else:
             comm = np.array([0.0, 0.0, push_pull_gbit / nominal_worker_bw(job, placement, cluster)])
         return np.array([units, 0.0, 0.0]), comm

@@ -27,7 +27,7 @@ from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.core.train_config import TrainConfig
-from mlsched.scheduler.registry import available
+from mlsched.scheduler.registry import available, create
 from mlsched.testbed.experiments import experiments, run_experiment
 from mlsched.testbed.experiments.base import ProgressFactory, no_progress
 from mlsched.testbed.experiments.runner import (
@@ -158,6 +158,15 @@ def get_args_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="generator option, e.g. -W servers=10 (repeatable; values are YAML scalars)",
     )
+    p.add_argument(
+        "-P",
+        "--policy-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy option, e.g. -P g_delta=0.8 (repeatable; values are YAML scalars; "
+        "docs/algorithms/ lists each policy's)",
+    )
     g = p.add_argument_group("simulated truth (how reality departs from the job specs)")
     for flags, kind, default, text in _TRUTH_ARGS:
         g.add_argument(*flags, type=kind, default=default, help=text)
@@ -218,6 +227,7 @@ class Config:
     horizon: int | None = None
     slot_seconds: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    policy_options: dict[str, Any] = field(default_factory=dict)
     truth: TruthConfig = field(default_factory=TruthConfig)
     out: Path | None = None
     experiment: str = ""
@@ -227,16 +237,21 @@ class Config:
     train: TrainConfig | None = None
 
 
-def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
+def _pairs(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SpecError("--workload-option", pair, "KEY=VALUE, e.g. servers=10")
+        if not sep or not key.strip():
+            raise SpecError(flag, pair, f"KEY=VALUE, e.g. {example}")
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError:
-            raise SpecError(f"--workload-option {key}", value, "a YAML scalar") from None
+            raise SpecError(f"{flag} {key}", value, "a YAML scalar") from None
+    return out
+
+
+def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
+    out = _pairs(pairs, "--workload-option", "servers=10")
     if cluster is not None:
         out["cluster"] = cluster
     return out
@@ -265,6 +280,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             horizon=args.horizon,
             slot_seconds=args.slot_seconds,
             options=_options(args.workload_option, args.cluster),
+            policy_options=_pairs(args.policy_option, "--policy-option", "g_delta=0.8"),
             truth=truth,
             out=args.out,
             progress=_progress_enabled(),
@@ -339,8 +355,15 @@ def _simulate(config: Config) -> int:
         options=config.options,
     )
     policy = config.policies[0]
+    try:  # bad options fail here, named, before any slot runs
+        create(policy, **config.policy_options)
+    except ValueError as err:
+        expected = f"options {policy} accepts ({err})"
+        raise SpecError("--policy-option", config.policy_options, expected) from None
     print(run_header(workload, config.seed))
-    sim = SimulationConfig(policy, seed=config.seed, truth=config.truth)
+    sim = SimulationConfig(
+        policy, seed=config.seed, truth=config.truth, policy_options=config.policy_options
+    )
     with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
         result = simulate(workload, sim, progress=lambda slot: advance(1))
     summary = summarize(result)

@@ -108,6 +108,18 @@ def test_simulate_a_workload_file(tmp_path: Path, capsys):
     assert "4 jobs" in capsys.readouterr().out
 
 
+def test_policy_options_reach_the_policy(tmp_path: Path):
+    # One worker per job instead of up to 30 slows every job down: a plausible bug drops
+    # -P on the floor and both runs look alike.
+    jcts = []
+    for extra in ([], ["-P", "max_workers=1"]):
+        out = tmp_path / str(len(jcts))
+        argv = ["simulate", "--workload", "demo", "--policy", "fifo", "--out", str(out)]
+        assert main([*argv, *extra]) == 0
+        jcts.append(json.loads((out / "summary.json").read_text())["avg_jct"])
+    assert jcts[1] > jcts[0]
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -115,10 +127,23 @@ def test_simulate_a_workload_file(tmp_path: Path, capsys):
         (["simulate", "--workload", "no-such-workload", "--policy", "fifo"], "no-such-workload"),
         (["simulate", "--workload", "demo", "--policy", "fifo", "-W", "bogus=1"], "bogus"),
         (["simulate", "--workload", "demo", "--policy", "fifo", "-W", "novalue"], "KEY=VALUE"),
+        (["simulate", "--workload", "demo", "--policy", "fifo", "-P", "bogus=1"], "bogus"),
+        (["simulate", "--workload", "demo", "--policy", "pd_ors", "-P", "g_delta=-1"], "g_delta"),
+        (["simulate", "--workload", "demo", "--policy", "fifo", "-P", "x"], "--policy-option"),
         (["experiment", "no-such-experiment"], "no-such-experiment"),
         (["demo", "--policy", "no-such-policy"], "no-such-policy"),
     ],
-    ids=["policy", "workload", "option", "option-syntax", "experiment", "demo-policy"],
+    ids=[
+        "policy",
+        "workload",
+        "option",
+        "option-syntax",
+        "policy-option",
+        "policy-option-value",
+        "policy-option-syntax",
+        "experiment",
+        "demo-policy",
+    ],
 )
 def test_unknown_names_exit_2_with_one_line(argv: list[str], needle: str, capsys):
     assert main(argv) == 2

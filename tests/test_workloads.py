@@ -16,6 +16,7 @@ from mlsched.core.utility import UtilityKind
 from mlsched.testbed.workloads import builtin_workloads, load_workload
 from mlsched.testbed.workloads.oasis import min_duration_slots, oasis_paper
 from mlsched.testbed.workloads.oasis_testbed import TESTBED_MODELS
+from mlsched.testbed.workloads.pdors import MACHINE, pdors_paper
 from mlsched.testbed.workloads.trace import (
     load_trace_csv,
     load_workload_file,
@@ -32,7 +33,7 @@ def paper():
 # oasis-paper ----------------------------------------------------------------------------
 def test_builtin_names():
     names = builtin_workloads()
-    assert {"oasis-paper", "oasis-testbed", "demo"} <= set(names)
+    assert {"oasis-paper", "oasis-testbed", "pdors-paper", "demo"} <= set(names)
     assert all(desc for desc in names.values())
 
 
@@ -146,6 +147,71 @@ def test_unknown_workload_names_the_problem():
     with pytest.raises(SpecError) as err:
         load_workload("no-such-workload")
     assert err.value.field == "workload" and "oasis-paper" in str(err.value)
+
+
+# pdors-paper ----------------------------------------------------------------------------
+def test_pdors_jobs_follow_section_5_1():
+    w = pdors_paper(seed=3, jobs=200)
+    assert w.horizon_slots == 20 and w.slot_seconds == 3600.0 and len(w.cluster) == 100
+    assert all(s.capacity.as_dict() == MACHINE for s in w.cluster.servers)
+    for j in w.jobs:
+        assert (j.arch, j.sync, j.batch_size, j.chunks) == (Arch.PS, SyncMode.SYNC, 1, 1)
+        assert 50 <= j.epochs <= 200 and 20_000 <= j.batches_per_chunk <= 500_000
+        assert j.global_batch == j.max_workers and 1 <= j.global_batch <= 200
+        assert j.ps_ratio in range(1, 11) and 30 <= j.gradient_mb <= 575
+        assert 1e-5 <= j.compute_s / 3600 <= 1e-4
+        assert 0.1 <= j.worker_bw_gbps <= 5 and j.internal_gbps == pytest.approx(
+            10 * j.worker_bw_gbps, abs=1e-3
+        )
+        assert j.worker["gpu"] <= 4 and j.ps["gpu"] == 0
+        # gamma workers per PS: the bandwidth rule and the ratio agree (A7).
+        for n in (1, 7, 30):
+            assert j.ps_needed(n) == math.ceil(n / j.ps_ratio - 1e-9)
+        assert j.utility.kind is UtilityKind.SIGMOID
+
+
+def test_pdors_arrivals_favour_the_papers_even_slots():
+    # Weight 2 in the paper's even slots (our odd indices): about 2/3 of the arrivals.
+    w = pdors_paper(seed=0, jobs=3000, horizon=20)
+    share = sum(j.arrival_slot % 2 == 1 for j in w.jobs) / len(w.jobs)
+    assert share == pytest.approx(2 / 3, abs=0.04)  # > 5 standard deviations of slack
+
+
+def test_pdors_reports_the_jobs_that_cannot_finish_alone():
+    # Spec 000 §5.1 measured 41 % (compute only); b(i) and b(e) only add time. 8 x 250 jobs:
+    # the standard error of the mean is about 1.1 points.
+    rows = [pdors_paper(seed=s, jobs=250).notes["infeasible_alone"] for s in range(8)]
+    compute = sum(r["compute_only"] for r in rows) / len(rows)
+    assert compute == pytest.approx(0.41, abs=0.05)
+    for r in rows:
+        assert r["compute_only"] <= r["internal"] <= r["external"]
+    assert "cannot finish even alone" in pdors_paper(seed=0, jobs=5).description
+
+
+def test_pdors_job_set_is_independent_of_the_cluster():
+    shared = pdors_paper(seed=5, jobs=30, servers=100)
+    split = pdors_paper(seed=5, jobs=30, servers=10, pools="split")
+    assert [j.to_dict() for j in shared.jobs] == [j.to_dict() for j in split.jobs]
+    pools = [s.pool.value for s in split.cluster.servers]
+    assert pools.count("worker") == 5 and pools.count("ps") == 5
+    assert {s.pool.value for s in shared.cluster.servers} == {"both"}
+    assert pdors_paper(seed=6, jobs=30).jobs != shared.jobs
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"pools": "mixed"}, "pools"),
+        ({"servers": 1, "pools": "split"}, "servers"),
+        ({"class_mix": [1, 2]}, "class_mix"),
+        ({"jobs": 0}, "jobs"),
+        ({"slot_seconds": -1}, "slot_seconds"),
+    ],
+)
+def test_pdors_bad_options_name_the_field(options: dict, field: str):
+    with pytest.raises(SpecError) as err:
+        pdors_paper(**options)
+    assert err.value.field == field
 
 
 # oasis-testbed ----------------------------------------------------------------------------

@@ -45,7 +45,7 @@ class Policy(ABC):
 
     def __init__(self, **options: Any) -> None:
         if options:
-            raise TypeError(f"policy {self.name!r} takes no options, got {sorted(options)}")
+            raise TypeError(f"unknown option(s) {sorted(options)}")
         self.context: RunContext | None = None
 
     def setup(self, context: RunContext) -> None:

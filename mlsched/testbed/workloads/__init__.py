@@ -1,6 +1,6 @@
 """Workloads by name (built-in generators) or from files; importing registers the built-ins."""
 
-from mlsched.testbed.workloads import demo, oasis, oasis_testbed
+from mlsched.testbed.workloads import demo, oasis, oasis_testbed, pdors
 from mlsched.testbed.workloads.base import (
     Workload,
     builtin_workloads,
@@ -15,5 +15,6 @@ __all__ = [
     "load_workload",
     "oasis",
     "oasis_testbed",
+    "pdors",
     "register_workload",
 ]

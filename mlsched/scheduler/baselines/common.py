@@ -17,21 +17,30 @@ def job_rng(seed: int, job_id: str, salt: str = "") -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(f"{salt}:{job_id}".encode())])
 
 
+#: How a fixed-count baseline picks its PS count: drawn (spec 001 §5.2) or the fewest the
+#: job needs, ceil(W / gamma) under a worker:PS ratio (spec 000 §5.2 item 1, A24).
+PS_RULES = ("drawn", "needed")
+
+
 def fixed_counts(
-    job: JobSpec, seed: int, *, max_workers: int = 30, max_ps: int = 30
+    job: JobSpec, seed: int, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn"
 ) -> tuple[int, int]:
     """The (workers, PSs) a fixed-count baseline runs a job with (spec 001 §5.2).
 
     The user's ``requested_workers``/``requested_ps`` when given; otherwise workers
-    ~ U{1..min(max_workers, cap)} and PSs ~ U{1..max_ps}, clamped to
-    [ps_needed(W), W] so the runtime model's PS condition holds.
+    ~ U{1..min(max_workers, cap)} and PSs ~ U{1..max_ps} (``ps_rule="drawn"``) or the
+    job's ``ps_needed(W)`` (``"needed"``), clamped to [ps_needed(W), W] so the runtime
+    model's PS condition holds.
     """
+    if ps_rule not in PS_RULES:
+        raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
     rng = job_rng(seed, job.job_id, "fixed_counts")
     cap = min(max_workers, job.worker_cap)
     w = job.requested_workers or int(rng.integers(1, cap + 1))
     w = max(job.min_workers, min(w, job.worker_cap))
     if not job.uses_ps:
         return w, 0
-    p = job.requested_ps or int(rng.integers(1, max_ps + 1))
+    drawn = int(rng.integers(1, max_ps + 1))  # drawn either way: same stream, same W
+    p = job.requested_ps or (drawn if ps_rule == "drawn" else job.ps_needed(w))
     p = min(max(p, job.ps_needed(w)), max(w, job.ps_needed(w)))
     return w, p

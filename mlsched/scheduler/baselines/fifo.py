@@ -4,6 +4,9 @@ Every job is admitted (unless it could never fit the empty cluster) and queued i
 order. Each slot, queued jobs start head-first while the whole job fits; there is no
 backfilling, so a head that does not fit blocks the queue. A started job keeps its
 round-robin placement, unchanged, until it is done.
+
+``ps_rule="needed"`` runs each job with the fewest PSs it needs, ceil(W / gamma) under a
+worker:PS ratio (spec 000's FIFO); the default draws them (spec 001's).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
 from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
@@ -27,10 +30,15 @@ class FifoPolicy(Policy):
     name = "fifo"
     description = "first-in first-out, fixed worker/PS counts, round-robin, no backfilling"
 
-    def __init__(self, *, max_workers: int = 30, max_ps: int = 30, **options: Any) -> None:
+    def __init__(
+        self, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn", **options: Any
+    ) -> None:
         super().__init__(**options)
+        if ps_rule not in PS_RULES:
+            raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
         self.max_workers = max_workers
         self.max_ps = max_ps
+        self.ps_rule = ps_rule
         self._queue: deque[str] = deque()
         self._specs: dict[str, JobSpec] = {}
         self._counts: dict[str, tuple[int, int]] = {}
@@ -45,7 +53,9 @@ class FifoPolicy(Policy):
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         seed = self.context.seed if self.context else 0
-        w, p = fixed_counts(job, seed, max_workers=self.max_workers, max_ps=self.max_ps)
+        w, p = fixed_counts(
+            job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
+        )
         if (
             not can_ever_run(job, view.cluster, w)
             or pack(job, w, p, CapacityLedger(view.cluster)) is None

@@ -1,4 +1,5 @@
-"""Offline benchmarks: the offline optimum of spec 001's problem and the performance ratio."""
+"""Offline benchmarks: the offline optima of spec 001's and spec 000's problems and the
+performance ratio."""
 
 from mlsched.scheduler.offline.optimum import (
     OfflineResult,
@@ -6,5 +7,6 @@ from mlsched.scheduler.offline.optimum import (
     performance_ratio,
     worker_rate,
 )
+from mlsched.scheduler.offline.pdors_optimum import pdors_optimum
 
-__all__ = ["OfflineResult", "offline_optimum", "performance_ratio", "worker_rate"]
+__all__ = ["OfflineResult", "offline_optimum", "pdors_optimum", "performance_ratio", "worker_rate"]

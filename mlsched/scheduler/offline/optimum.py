@@ -78,6 +78,8 @@ class OfflineResult:
     bound; None without a schedule), ``bound`` its upper bound on the optimum (None when
     unknown). ``unschedulable`` lists
     the jobs no schedule can run (they arrive at or after T, or never fit the cluster).
+    ``rates`` are the work units per worker per slot used per job (spec 000's optimum: the
+    internal rate), ``external_rates`` spec 000's external ones (empty for spec 001).
     """
 
     total_utility: float
@@ -93,6 +95,7 @@ class OfflineResult:
     unschedulable: tuple[str, ...] = ()
     message: str = ""
     rates: Mapping[str, float] = field(default_factory=dict)
+    external_rates: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def optimal(self) -> bool:

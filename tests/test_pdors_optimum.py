@@ -150,6 +150,20 @@ def test_capacity_two_of_three() -> None:
     check_capacity(res, jobs, one)
 
 
+def test_one_mode_per_slot() -> None:
+    # Two machines that each fit one worker and a PS: co-located the job does 20 a slot (one
+    # machine only, Fact 1), spread 22 (two workers, one PS). Co-located halves on both
+    # machines are not two internal jobs: 80 samples take 4 slots, done in slot 3.
+    job = sync_job("a", 80, linear(10, 8))
+    cluster = machines((2, Pool.BOTH), (2, Pool.BOTH))
+    res = solve([job], cluster, 4)
+    assert res.status is SolveStatus.OPTIMAL
+    assert res.completion == {"a": 3}
+    assert res.total_utility == pytest.approx(10 * (1 - 3 / 8))
+    check_capacity(res, [job], cluster)
+    assert solve([job], cluster, 3).total_utility == 0
+
+
 def test_refuses_allreduce() -> None:
     job = JobSpec(
         "r",

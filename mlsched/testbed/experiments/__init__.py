@@ -4,7 +4,7 @@ Add an experiment by writing a module here whose function carries
 ``@register_experiment(name, description)`` and importing the module below.
 """
 
-from mlsched.testbed.experiments import baselines, oasis
+from mlsched.testbed.experiments import baselines, oasis, pdors
 from mlsched.testbed.experiments.base import (
     SCALES,
     Check,
@@ -23,6 +23,7 @@ __all__ = [
     "experiments",
     "get_experiment",
     "oasis",
+    "pdors",
     "register_experiment",
     "run_experiment",
 ]

@@ -41,6 +41,7 @@ from mlsched.testbed.workloads.oasis import JOB_CLASSES, class_shares, draw_util
 
 __all__ = [
     "MACHINE",
+    "alone_slots",
     "infeasible_alone",
     "pdors_paper",
     "slots_per_sample",
@@ -63,28 +64,29 @@ def slots_per_sample(job: JobSpec, gbps: float, slot_seconds: float) -> float:
     return tau + 2.0 * job.gradient_mb * ratio / (batch * mb_per_slot)
 
 
+def alone_slots(job: JobSpec, mode: str, slot_seconds: float) -> int:
+    """d_min = ceil(V c / F): slots the job needs with F workers and the cluster to itself
+    (capacity ignored, as the spec's Monte-Carlo check), at ``mode``'s rate:
+    ``compute_only``, ``internal`` (b(i)) or ``external`` (b(e))."""
+    gbps = {
+        "compute_only": math.inf,
+        "internal": job.internal_gbps or math.inf,
+        "external": job.worker_bw_gbps or math.inf,
+    }[mode]
+    c = slots_per_sample(job, gbps, slot_seconds)
+    return math.ceil(job.total_work * c / job.worker_cap - 1e-9)
+
+
 def infeasible_alone(
     jobs: Sequence[JobSpec], horizon: int, slot_seconds: float
 ) -> dict[str, float]:
-    """Fractions of ``jobs`` whose d_min = ceil(V c / F) exceeds ``horizon`` slots even with
-    the cluster to themselves (F workers, capacity ignored, as the spec's Monte-Carlo check):
-    counting compute only, at the internal rate b(i), and at the external rate b(e)."""
+    """Fractions of ``jobs`` whose :func:`alone_slots` exceed ``horizon``, per mode."""
+    modes = ("compute_only", "internal", "external")
     if not jobs:
-        return {"compute_only": 0.0, "internal": 0.0, "external": 0.0}
-    out = {}
-    for name in ("compute_only", "internal", "external"):
-        late = 0
-        for job in jobs:
-            gbps = {
-                "compute_only": math.inf,
-                "internal": job.internal_gbps or math.inf,
-                "external": job.worker_bw_gbps or math.inf,
-            }[name]
-            cap = job.worker_cap
-            d_min = math.ceil(job.total_work * slots_per_sample(job, gbps, slot_seconds) / cap)
-            late += d_min > horizon
-        out[name] = late / len(jobs)
-    return out
+        return dict.fromkeys(modes, 0.0)
+    return {
+        m: sum(alone_slots(j, m, slot_seconds) > horizon for j in jobs) / len(jobs) for m in modes
+    }
 
 
 def _check(name: str, value: object, ok: bool, expected: str) -> None:

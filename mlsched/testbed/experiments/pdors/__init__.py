@@ -1,0 +1,164 @@
+"""Experiment ``pdors``: spec 000's evaluation (§5.4) and its qualitative checks 1-6.
+
+All parts run on the ``pdors-paper`` workload; each seed is a different job set, and every
+scheme of a seed sees the same jobs (OASiS on the same number of machines split into a
+worker and a PS half, spec 000 §5.2 item 4):
+
+* **utility** (Figs. 7-8, checks 1-2): total utility vs number of jobs for PD-ORS, OASiS,
+  FIFO, DRF and Dorm; PD-ORS's gain over OASiS at each point.
+* **median** (Fig. 9, check 3): median training time t~ - a per scheme, unfinished and
+  rejected jobs counted as T (A27); the check reads the median over the jobs that can finish
+  even alone (the others count T under every scheme), both are reported.
+* **ratio** (Fig. 10, check 4): OPT / PD-ORS on tiny instances, OPT the MILP of
+  :mod:`mlsched.scheduler.offline.pdors_optimum` under a time limit.
+* **rounding** (Fig. 11, check 5): utility of PD-ORS with EXT solved exactly over its
+  utility with LP rounding at each G_delta (A30).
+* **mix** (Figs. 14-17, check 6): PD-ORS's gain over OASiS with the 10/55/35 and the
+  30/69/1 job mixes.
+
+The runs are independent and spread over the machine's cores
+(:mod:`mlsched.testbed.experiments.pool`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlsched.testbed.experiments.base import Check, ProgressFactory, register_experiment
+from mlsched.testbed.experiments.pdors.checks import (
+    check_failures,
+    check_gain_grows,
+    check_median,
+    check_mix,
+    check_ratio,
+    check_rounding,
+    check_utility,
+    mean_by,
+)
+from mlsched.testbed.experiments.pdors.common import (
+    MIXES,
+    PRIMARY,
+    SCALE_SETTINGS,
+    Item,
+    PdorsScale,
+    run_item,
+    schemes,
+)
+from mlsched.testbed.experiments.pdors.plots import plots
+from mlsched.testbed.experiments.pdors.ratio import ratio_items, run_ratio
+from mlsched.testbed.experiments.pool import Runner
+from mlsched.testbed.experiments.runner import Failure
+
+__all__ = ["SCALE_SETTINGS", "PdorsScale", "run_pdors"]
+
+
+def _items(s: PdorsScale, seeds: int) -> list[Item]:
+    all_schemes = schemes(s.dorm_time_limit_s)
+    items = [
+        Item("utility", seed, n, s.servers, s.horizon, name, scheme)
+        for n in sorted(set(s.jobs) | {s.default_jobs})
+        for seed in range(seeds)
+        for name, scheme in all_schemes.items()
+    ]
+    jobs, servers, horizon = s.median_point
+    items += [
+        Item("median", seed, jobs, servers, horizon, name, scheme)
+        for seed in range(seeds)
+        for name, scheme in all_schemes.items()
+    ]
+    jobs, servers, horizon = s.rounding_point
+    pd = all_schemes[PRIMARY]
+    items += [
+        Item("rounding", seed, jobs, servers, horizon, f"g={g:g}", pd, extra=(("g_delta", g),))
+        for seed in range(seeds)
+        for g in s.gains
+    ]
+    items += [
+        Item("rounding", seed, jobs, servers, horizon, "exact", pd, extra=(("exact", True),))
+        for seed in range(seeds)
+    ]
+    jobs, servers, horizon = s.mix_point
+    items += [
+        Item("mix", seed, jobs, servers, horizon, name, all_schemes[name], mix=mix)
+        for seed in range(seeds)
+        for mix in MIXES
+        for name in (PRIMARY, "oasis")
+    ]
+    return items
+
+
+def _run_all(
+    items: Sequence[Item], runner: Runner, advance: Callable[[int], None]
+) -> tuple[list[dict[str, Any]], list[Failure]]:
+    records: list[dict[str, Any]] = []
+    failures: list[Failure] = []
+    for outcome in runner.map(run_item, items, advance):
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+        else:
+            records.append(outcome)
+    return records, failures
+
+
+@register_experiment(
+    "pdors",
+    "spec 000 Figs. 7-11, 14-17: PD-ORS vs OASiS/FIFO/DRF/Dorm, median training time, "
+    "OPT ratio, rounding gain, job mix",
+    default_seeds=5,
+)
+def run_pdors(
+    *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
+) -> dict[str, Any]:
+    s = SCALE_SETTINGS[scale]
+    items = _items(s, seeds)
+    ratio_work = ratio_items(s, seeds)
+    with progress(len(items) + len(ratio_work), f"pdors ({scale})") as advance, Runner() as r:
+        records, failures = _run_all(items, r, advance)
+        ratio = run_ratio(ratio_work, r, advance, failures)
+
+    names = list(schemes(s.dorm_time_limit_s))
+    utility = [r for r in records if r["part"] == "utility"]
+    default = [r for r in utility if r["jobs"] == s.default_jobs]
+    summary = {
+        name: {"runs": len([r for r in default if r["scheme"] == name])}
+        | mean_by(default, name, _SUMMARY_METRICS)
+        for name in names
+    }
+    checks: list[Check] = [
+        check_utility(utility, names),
+        check_gain_grows(utility),
+        check_median([r for r in records if r["part"] == "median"], names),
+        check_ratio(ratio),
+        check_rounding([r for r in records if r["part"] == "rounding"], s.gains),
+        check_mix([r for r in records if r["part"] == "mix"]),
+        check_failures(failures),
+    ]
+    paths = plots(out_dir, s, records, ratio, names)
+    return {
+        "summary": summary,
+        "checks": [c.to_dict() for c in checks],
+        "schemes": {
+            n: {"policy": x.policy, "options": x.options, "pools": x.pools}
+            for n, x in schemes(s.dorm_time_limit_s).items()
+        },
+        "default_point": {"jobs": s.default_jobs, "servers": s.servers, "horizon": s.horizon},
+        "settings": dataclasses.asdict(s),
+        "runs": records,
+        "ratio": ratio,
+        "failures": [f.to_dict() for f in failures],
+        "plots": [p.name for p in paths],
+    }
+
+
+_SUMMARY_METRICS = (
+    "total_utility",
+    "admitted",
+    "completed",
+    "median_training_slots",
+    "median_training_slots_feasible",
+    "restarts_per_job",
+    "wall_seconds",
+)

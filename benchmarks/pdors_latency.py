@@ -1,0 +1,133 @@
+"""PD-ORS decision latency: wall time of ``on_arrival`` per arriving job (spec 000 §3.3-3.7).
+
+Runs ``pd_ors`` on ``pdors-paper`` at the paper's scale (H = 100 identical machines,
+I = 50 jobs, T = 20 one-hour slots) through the engine and simulator, and reports
+p50/p99/max of the time each ``on_arrival`` call took (recorded by the policy in
+``PdorsPolicy.decisions``), pooled over several seeds, and per seed. Goals: p50 < 100 ms,
+p99 < 1 s.
+
+    python -m benchmarks.pdors_latency                     # 50 and 100 jobs, seeds 0-4
+    python -m benchmarks.pdors_latency --jobs 50 --seeds 0,1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.trainer_overhead import machine
+from mlsched.controller.engine import Engine
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.pdors.policy import PdorsPolicy
+from mlsched.scheduler.registry import create
+from mlsched.testbed.metrics import summarize
+from mlsched.testbed.simulator import SimulatedExecutor
+from mlsched.testbed.workloads.base import load_workload
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GOALS_MS = {"p50": 100.0, "p99": 1000.0}
+
+
+def measure(jobs: int, seed: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One simulated run; the latency of each of its arrivals in milliseconds."""
+    workload = load_workload("pdors-paper", seed=seed, jobs=jobs)
+    policy = create("pd_ors", **(options or {}))
+    assert isinstance(policy, PdorsPolicy)
+    executor = SimulatedExecutor(
+        workload.cluster, workload.slot_seconds, families=workload.runtime, seed=seed
+    )
+    engine = Engine(
+        workload.cluster,
+        policy,
+        executor,
+        RuntimeEstimator(workload.cluster, workload.runtime),
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        seed=seed,
+        catalogue=workload.jobs,
+    )
+    engine.submit_all(workload.jobs)
+    start = time.perf_counter()
+    try:
+        result = engine.run()
+    finally:
+        executor.close()
+    wall = time.perf_counter() - start
+    return {
+        "jobs": jobs,
+        "seed": seed,
+        "ms": [d.seconds * 1e3 for d in policy.decisions],
+        "admitted": int(sum(d.admitted for d in policy.decisions)),
+        "total_utility": summarize(result).total_utility,
+        "simulation_wall_s": wall,
+    }
+
+
+def _figures(ms: list[float]) -> dict[str, Any]:
+    arr = np.asarray(ms, dtype=float)
+    return {
+        "arrivals": int(arr.size),
+        "p50_ms": float(np.percentile(arr, 50)),
+        "p99_ms": float(np.percentile(arr, 99)),
+        "max_ms": float(arr.max()),
+        "mean_ms": float(arr.mean()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", default="50,100", help="comma-separated job counts")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
+    parser.add_argument("--out", default=str(RESULTS / "pdors_latency.json"))
+    args = parser.parse_args(argv)
+    host = machine()
+    pooled = []
+    runs = []
+    for jobs in (int(j) for j in args.jobs.split(",")):
+        all_ms: list[float] = []
+        for seed in (int(s) for s in args.seeds.split(",")):
+            run = measure(jobs, seed)
+            all_ms += run["ms"]
+            row = {k: v for k, v in run.items() if k != "ms"} | _figures(run["ms"])
+            runs.append(row)
+            print(
+                f"jobs={jobs:4d} seed={seed}: p50 {row['p50_ms']:.1f} ms, "
+                f"p99 {row['p99_ms']:.1f} ms, max {row['max_ms']:.1f} ms "
+                f"({row['arrivals']} arrivals, {row['admitted']} admitted, "
+                f"utility {row['total_utility']:.4g}; run {row['simulation_wall_s']:.1f} s)",
+                flush=True,
+            )
+        summary = {"jobs": jobs, "seeds": args.seeds} | _figures(all_ms)
+        summary["meets_goals"] = (
+            summary["p50_ms"] < GOALS_MS["p50"] and summary["p99_ms"] < GOALS_MS["p99"]
+        )
+        pooled.append(summary)
+        print(
+            f"jobs={jobs:4d} all seeds: p50 {summary['p50_ms']:.1f} ms, "
+            f"p99 {summary['p99_ms']:.1f} ms, max {summary['max_ms']:.1f} ms "
+            f"({summary['arrivals']} arrivals) "
+            f"{'meets the goals' if summary['meets_goals'] else 'MISSES the goals'}",
+            flush=True,
+        )
+    out = {
+        "benchmark": "pdors_latency",
+        "setting": "pdors-paper, H=100 identical machines, T=20 one-hour slots",
+        "goals_ms": GOALS_MS,
+        "machine": host,
+        "pooled": pooled,
+        "runs": runs,
+    }
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+    return 0 if all(r["meets_goals"] for r in pooled) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -177,6 +177,100 @@ def test_external_case_spreads_what_one_machine_cannot_hold() -> None:
     _check_feasible(cluster, n, choice, 40.0, np.zeros((3, 2)))
 
 
+def _patterned_pricer(seed: int, *, servers: int = 12, gpu: int = 4, cpu: int = 8):  # type: ignore[no-untyped-def]
+    """Identical machines in three random states (residual capacity and prices), so that
+    servers fall into classes of several members; tight enough that the cheapest class
+    often cannot hold everything."""
+    rng = np.random.default_rng(seed)
+    cluster = machines(servers, gpu=gpu, cpu=cpu)
+    n = needs(cluster, ps_job(cap=12, ratio=3.0), rate_int=10.0, rate_ext=5.0)
+    patterns_used = np.column_stack([rng.integers(0, cpu - 2, 3), rng.integers(0, gpu - 1, 3)])
+    patterns_used[0] = 0  # one empty state
+    patterns_ln = np.log(rng.uniform(0.1, 10.0, (3, 2)))
+    state = rng.integers(0, 3, servers)
+    used = patterns_used[state].astype(float)
+    ln_p = patterns_ln[state]
+    return cluster, n, used, pricer(cluster, n, used=used, ln_prices=ln_p, seed=seed)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_lp_over_server_classes_has_the_per_server_optimum(seed: int) -> None:
+    """Aggregating interchangeable servers is exact for EXT's LP relaxation: its optimum
+    (by the floor placement or HiGHS over the classes) costs what HiGHS finds server by
+    server, for every worker count."""
+    _, n, _, p = _patterned_pricer(seed)
+    assert len(p._classes(True).members) < len(p._classes(False).members)
+    for d in range(1, n.cap + 1):
+        agg, ref = p.external_lp(d), p.external_lp(d, aggregate=False)
+        assert (agg is None) == (ref is None)
+        if agg is not None and ref is not None:
+            assert agg[0] == pytest.approx(ref[0], rel=1e-7, abs=1e-9)
+
+
+def test_both_ways_of_solving_the_class_lp_are_exercised() -> None:
+    """The floor placement settles some of the instances above and HiGHS the others."""
+    settled = {True: 0, False: 0}
+    for seed in range(10):
+        _, n, _, p = _patterned_pricer(seed)
+        classes = p._classes(True)
+        for d in range(1, n.cap + 1):
+            if classes.can_host(d, n.ps_for(d)):
+                settled[classes.floor_placement(d, n.ps_for(d)) is not None] += 1
+    assert settled[True] > 0 and settled[False] > 0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_class_split_fills_the_fewest_servers_within_their_capacity(seed: int) -> None:
+    """Each class's LP amounts go onto its first servers in equal shares: they sum to the
+    class's amounts, never exceed a server's capacity or task caps, and one server fewer
+    could not hold them."""
+    rng = np.random.default_rng(100 + seed)
+    cluster, n, used, p = _patterned_pricer(seed, servers=16, gpu=8, cpu=16)
+    free = np.asarray(cluster.capacity, dtype=float) - used
+    classes = p._classes(True)
+    for _ in range(20):
+        need_s = int(rng.integers(1, n.ps_for(n.cap) + 1))
+        s_caps = classes.s_caps(need_s)
+        w = np.zeros(len(classes.members))
+        s = np.zeros(len(classes.members))
+        for c in range(len(classes.members)):  # a random point of size x one server's set
+            w0 = rng.uniform(0, classes.w_fit[c])
+            room = classes.free[c] - classes.alpha * w0
+            with np.errstate(divide="ignore"):
+                s_room = np.min(np.where(classes.beta > 0, room / classes.beta, np.inf))
+            s0 = rng.uniform(0, max(0.0, min(s_caps[c], s_room)))
+            t = rng.uniform(0, classes.size[c])
+            w[c], s[c] = t * w0, t * s0
+        servers, ws, ss = classes.split(w, s, need_s)
+        assert len(set(servers.tolist())) == len(servers)
+        label = {int(h): c for c, members in enumerate(classes.members) for h in members}
+        for c, members in enumerate(classes.members):
+            mine = np.isin(servers, members)
+            assert ws[mine].sum() == pytest.approx(w[c] if w[c] >= 1e-9 else 0.0)
+            assert ss[mine].sum() == pytest.approx(s[c] if s[c] >= 1e-9 else 0.0)
+            k = int(mine.sum())
+            assert list(servers[mine]) == list(members[:k])  # fill-first, in index order
+            if k > 1:  # k - 1 servers would be over a cap or a capacity
+                load = (n.alpha * w[c] + n.beta * s[c]) / (k - 1)
+                over = np.any(load > free[members[0]] + 1e-9)
+                over |= w[c] / (k - 1) > classes.w_fit[c] + 1e-9
+                over |= s[c] / (k - 1) > s_caps[c] + 1e-9
+                assert over
+        for h, wh, sh in zip(servers, ws, ss, strict=True):
+            c = label[int(h)]
+            assert np.all(n.alpha * wh + n.beta * sh <= free[h] + 1e-9)
+            assert wh <= classes.w_fit[c] + 1e-9 and sh <= s_caps[c] + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rounded_choices_on_server_classes_are_feasible(seed: int) -> None:
+    cluster, n, used, p = _patterned_pricer(seed)
+    for units in (10.0, 25.0, 40.0, 55.0):
+        choice = p.theta(units)
+        if choice is not None:
+            _check_feasible(cluster, n, choice, units, used)
+
+
 def test_impossible_slots_and_the_batch_cap() -> None:
     cluster = machines(2, gpu=4)
     n = needs(cluster, ps_job(cap=4), rate_int=10.0, rate_ext=5.0)

@@ -7,10 +7,15 @@ Two cases by Fact 1, the cheaper wins:
 * **external**: the integer program EXT(t, v) over worker and PS counts per server at the
   external rate: per-server capacity (packing), ``sum w <= F`` (packing), ``sum w >= D``
   (cover) and ``sum s >= ceil(D / gamma)`` (the cover row the paper lacks, A6). Its LP
-  relaxation (HiGHS) is scaled by the gain factor G_delta and randomly rounded, up to
-  ``max_attempts`` draws, keeping the cheapest of the first ``rounds`` feasible ones (A9);
-  none feasible makes this (t, v) infinite only (A14). ``exact`` solves EXT as a MILP
-  instead (the reference of the rounding-ratio comparison, A30).
+  relaxation is solved over classes of interchangeable servers (same residual capacity,
+  prices and task caps), which is exact for the LP; when every worker fits the cheapest
+  worker class and every PS the cheapest PS class that placement is optimal and no solver
+  runs, else HiGHS solves the class LP. Each class's amounts are split back onto its
+  servers fill-first, then scaled by the gain factor G_delta and randomly rounded per
+  server, up to ``max_attempts`` draws, keeping the cheapest of the first ``rounds``
+  feasible ones (A9); none feasible makes this (t, v) infinite only (A14). ``exact``
+  solves EXT server by server as a MILP instead (the reference of the rounding-ratio
+  comparison, A30).
 
 Prices arrive as logarithms (they span hundreds of orders of magnitude, A3); costs are
 computed relative to the slot's largest price and scaled back, so the LP sees numbers near 1.
@@ -117,6 +122,7 @@ class SlotPricer:
     _memo_int: dict[int, SlotChoice | None] = field(default_factory=dict, repr=False)
     _memo_ext: dict[int, SlotChoice | None] = field(default_factory=dict, repr=False)
     _int_rel: dict[int, float] = field(default_factory=dict, repr=False)
+    _class_memo: dict[bool, _Classes] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         finite = self.ln_prices[np.isfinite(self.ln_prices)]
@@ -217,19 +223,121 @@ class SlotPricer:
         cheapest price among the servers that can take one."""
         return d * self._w_floor + self.needs.ps_for(d) * self._s_floor
 
+    def _classes(self, aggregate: bool) -> _Classes:
+        hit = self._class_memo.get(aggregate)
+        if hit is None:
+            hit = self._class_memo[aggregate] = _Classes.of(self, aggregate)
+        return hit
+
     def _external(self, d: int) -> SlotChoice | None:
         n = self.needs
         if d > n.cap:
             return None
         need_s = n.ps_for(d)
-        w_ub = _task_caps(self.free, n.alpha, self.worker_servers, n.cap)
-        s_ub = _task_caps(self.free, n.beta, self.ps_servers, need_s)
-        if w_ub.sum() < d or s_ub.sum() < need_s:
+        exact = self.rounding.exact
+        classes = self._classes(aggregate=not exact)
+        if not classes.can_host(d, need_s):
             return None
-        program = _Ext.build(self, d, need_s, w_ub, s_ub)
-        if self.rounding.exact:
-            return program.solve_exact(self)
-        return program.solve_rounded(self)
+        if exact:
+            return self._solve_exact(classes, d, need_s)
+        amounts = self._lp_amounts(classes, d, need_s, shortcut=True)
+        if amounts is None:
+            return None
+        servers, w, s = classes.split(*amounts, need_s)
+        return self._round(servers, w, s, d, need_s)
+
+    def external_lp(
+        self, d: int, *, aggregate: bool = True
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+        """EXT's LP relaxation for ``d`` workers: its relative cost and the fractional
+        workers and PSs per server (server indices, workers, PSs), None when infeasible.
+
+        ``aggregate`` solves it over classes of interchangeable servers and splits each
+        class's amounts back onto its servers fill-first (what the policy rounds); else the
+        per-server LP is solved as written (the reference)."""
+        n = self.needs
+        if d < 1 or d > n.cap:
+            return None
+        need_s = n.ps_for(d)
+        classes = self._classes(aggregate)
+        if not classes.can_host(d, need_s):
+            return None
+        amounts = self._lp_amounts(classes, d, need_s, shortcut=aggregate)
+        if amounts is None:
+            return None
+        servers, w, s = classes.split(*amounts, need_s)
+        cost = float(self._w_cost[servers] @ w + self._s_cost[servers] @ s)
+        return cost, servers, w, s
+
+    def _lp_amounts(
+        self, classes: _Classes, d: int, need_s: int, *, shortcut: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Workers and PSs per class at an optimum of the LP relaxation. ``shortcut``: when
+        every worker fits the cheapest worker class and every PS the cheapest PS class,
+        that placement meets the LP's lower bound, so it is optimal without a solve."""
+        if shortcut:
+            placed = classes.floor_placement(d, need_s)
+            if placed is not None:
+                return placed
+        cost, a_ub, b_ub, ub = classes.program(self.needs.cap, d, need_s)
+        bounds = list(zip(np.zeros_like(ub), ub, strict=True))
+        lp = solve_lp(cost, a_ub, b_ub, bounds=bounds)
+        if not lp.status.has_solution or lp.x is None:
+            return None
+        x = np.clip(np.asarray(lp.x), 0.0, None)
+        c = len(classes.members)
+        return x[:c], x[c:]
+
+    def _round(
+        self, servers: np.ndarray, w: np.ndarray, s: np.ndarray, d: int, need_s: int
+    ) -> SlotChoice | None:
+        """Randomised rounding per server of the LP's split amounts (Alg. 4): up to
+        ``max_attempts`` draws, the cheapest of the first ``rounds`` feasible ones."""
+        rounding = self.rounding
+        k = len(servers)
+        target = np.concatenate([w, s]) * rounding.gain
+        base = np.floor(target + _EPS)
+        frac = np.clip(target - base, 0.0, 1.0)
+        frac[frac < _EPS] = 0.0
+        check = _Feasibility(self, servers, d, need_s)
+        if not frac.any():  # an integral point: every draw is this one
+            return self._choice(servers, base) if check(base[None])[0] else None
+        cost = np.concatenate([self._w_cost[servers], self._s_cost[servers]])
+        found: list[np.ndarray] = []
+        drawn = 0
+        while drawn < rounding.max_attempts and len(found) < rounding.rounds:
+            size = min(_BATCH, rounding.max_attempts - drawn)
+            draws = base + (self.rng.random((size, 2 * k)) < frac)
+            drawn += size
+            ok = draws[check(draws)]
+            found.extend(ok[: rounding.rounds - len(found)])
+        if not found:
+            return None
+        best = found[int(np.argmin(np.asarray(found) @ cost))]  # the first cheapest
+        return self._choice(servers, best)
+
+    def _choice(self, servers: np.ndarray, x: np.ndarray) -> SlotChoice:
+        k = len(servers)
+        xi = np.rint(x).astype(np.int64)
+        workers = {int(servers[j]): int(xi[j]) for j in range(k) if xi[j] > 0}
+        ps = {int(servers[j]): int(xi[k + j]) for j in range(k) if xi[k + j] > 0}
+        hosts = set(workers) | set(ps)
+        return SlotChoice(self.cost_of(workers, ps), workers, ps, len(hosts) == 1)
+
+    def _solve_exact(self, classes: _Classes, d: int, need_s: int) -> SlotChoice | None:
+        cost, a_ub, b_ub, ub = classes.program(self.needs.cap, d, need_s)
+        bounds = list(zip(np.zeros_like(ub), ub, strict=True))
+        res = solve_milp(
+            cost,
+            a_ub,
+            b_ub,
+            integrality=np.ones(len(cost)),
+            bounds=bounds,
+            time_limit_s=self.rounding.time_limit_s,
+        )
+        if not res.status.has_solution or res.x is None:
+            return None
+        return self._choice(classes.firsts, np.asarray(res.x))
 
 
 def _task_caps(free: np.ndarray, demand: np.ndarray, hosts: np.ndarray, limit: int) -> np.ndarray:
@@ -246,91 +354,173 @@ def _task_caps(free: np.ndarray, demand: np.ndarray, hosts: np.ndarray, limit: i
     return caps
 
 
-@dataclass
-class _Ext:
-    """EXT(t, v) over the servers that can take one task: x = (w_h..., s_h...)."""
+@dataclass(frozen=True)
+class _Classes:
+    """The servers that can take one task of the job, in classes of interchangeable ones
+    (same residual capacity in the job's resources, same prices of a worker and a PS, same
+    task caps), ordered by their first server; one server per class without aggregation.
 
-    servers: np.ndarray
-    cost: np.ndarray
-    a_ub: np.ndarray
-    b_ub: np.ndarray
-    ub: np.ndarray
-    d: int
-    need_s: int
+    EXT's LP relaxation over the classes, with a class's capacity and caps its size times
+    one server's, is exact: a feasible per-server point sums to a feasible class point of
+    the same cost, and a class point divided equally over the class's servers is feasible
+    for each (a server's constraints are a convex set holding 0)."""
+
+    members: tuple[np.ndarray, ...]  # server indices per class, ascending
+    size: np.ndarray  # (classes,) servers per class
+    free: np.ndarray  # (classes, used resources) one server's residual capacity
+    w_cost: np.ndarray  # (classes,) relative price of a worker on one server
+    s_cost: np.ndarray
+    w_fit: np.ndarray  # (classes,) workers one server fits alone, at most F
+    s_fit: np.ndarray  # PSs one server fits alone, at most ceil(F / gamma)
+    alpha: np.ndarray  # per-task demand in the used resources
+    beta: np.ndarray
 
     @classmethod
-    def build(
-        cls, pricer: SlotPricer, d: int, need_s: int, w_ub: np.ndarray, s_ub: np.ndarray
-    ) -> _Ext:
+    def of(cls, pricer: SlotPricer, aggregate: bool) -> _Classes:
         n = pricer.needs
-        servers = np.flatnonzero((w_ub > 0) | (s_ub > 0))
-        k = len(servers)
         used = np.flatnonzero((n.alpha + n.beta) > 0)
-        rows: list[np.ndarray] = []
-        rhs: list[float] = []
-        for j, h in enumerate(servers):  # per-server, per-resource packing rows
-            for r in used:
-                row = np.zeros(2 * k)
-                row[j], row[k + j] = n.alpha[r], n.beta[r]
-                rows.append(row)
-                rhs.append(float(pricer.free[h, r]))
-        batch = np.zeros(2 * k)
-        batch[:k] = 1.0
-        rows += [batch, -batch]  # sum w <= F, sum w >= D
-        rhs += [float(n.cap), -float(d)]
-        cover_s = np.zeros(2 * k)
-        cover_s[k:] = -1.0
-        rows.append(cover_s)  # sum s >= ceil(D / gamma) (A6)
-        rhs.append(-float(need_s))
-        cost = np.concatenate([pricer._w_cost[servers], pricer._s_cost[servers]])
-        ub = np.concatenate([w_ub[servers], s_ub[servers]]).astype(float)
-        return cls(servers, cost, np.array(rows), np.array(rhs), ub, d, need_s)
-
-    def feasible(self, x: np.ndarray) -> np.ndarray:
-        """Rows of ``x`` (draws x variables) that satisfy every constraint."""
-        return np.all(x @ self.a_ub.T <= self.b_ub + 1e-6, axis=1)
-
-    def choice(self, pricer: SlotPricer, x: np.ndarray) -> SlotChoice:
-        k = len(self.servers)
-        xi = np.rint(x).astype(np.int64)
-        workers = {int(self.servers[j]): int(xi[j]) for j in range(k) if xi[j] > 0}
-        ps = {int(self.servers[j]): int(xi[k + j]) for j in range(k) if xi[k + j] > 0}
-        hosts = set(workers) | set(ps)
-        return SlotChoice(pricer.cost_of(workers, ps), workers, ps, len(hosts) == 1)
-
-    def solve_rounded(self, pricer: SlotPricer) -> SlotChoice | None:
-        bounds = list(zip(np.zeros_like(self.ub), self.ub, strict=True))
-        lp = solve_lp(self.cost, self.a_ub, self.b_ub, bounds=bounds)
-        if not lp.status.has_solution or lp.x is None:
-            return None
-        target = np.clip(np.asarray(lp.x), 0.0, None) * pricer.rounding.gain
-        base = np.floor(target + _EPS)
-        frac = np.clip(target - base, 0.0, 1.0)
-        frac[frac < _EPS] = 0.0
-        rounding = pricer.rounding
-        found: list[np.ndarray] = []
-        drawn = 0
-        while drawn < rounding.max_attempts and len(found) < rounding.rounds:
-            size = min(_BATCH, rounding.max_attempts - drawn)
-            draws = base + (pricer.rng.random((size, len(target))) < frac)
-            drawn += size
-            ok = draws[self.feasible(draws)]
-            found.extend(ok[: rounding.rounds - len(found)])
-        if not found:
-            return None
-        best = min(found, key=lambda x: float(self.cost @ x))
-        return self.choice(pricer, best)
-
-    def solve_exact(self, pricer: SlotPricer) -> SlotChoice | None:
-        bounds = list(zip(np.zeros_like(self.ub), self.ub, strict=True))
-        res = solve_milp(
-            self.cost,
-            self.a_ub,
-            self.b_ub,
-            integrality=np.ones(len(self.cost)),
-            bounds=bounds,
-            time_limit_s=pricer.rounding.time_limit_s,
+        w_fit = _task_caps(pricer.free, n.alpha, pricer.worker_servers, n.cap)
+        s_fit = _task_caps(pricer.free, n.beta, pricer.ps_servers, n.ps_for(n.cap))
+        servers = np.flatnonzero((w_fit > 0) | (s_fit > 0))
+        free = pricer.free[np.ix_(servers, used)]
+        w_cost, s_cost = pricer._w_cost[servers], pricer._s_cost[servers]
+        w_fit, s_fit = w_fit[servers], s_fit[servers]
+        if aggregate and len(servers) > 1:
+            keys = np.column_stack([free, w_cost, s_cost, w_fit, s_fit])
+            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            order = np.argsort(first)  # classes by their first server
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            label = rank[np.asarray(inverse).reshape(-1)]
+            members = tuple(servers[label == c] for c in range(len(order)))
+            pick = first[order]
+        else:
+            members = tuple(servers[j : j + 1] for j in range(len(servers)))
+            pick = np.arange(len(servers))
+        return cls(
+            members,
+            np.array([len(m) for m in members], dtype=float),
+            free[pick],
+            w_cost[pick],
+            s_cost[pick],
+            w_fit[pick].astype(float),
+            s_fit[pick].astype(float),
+            n.alpha[used],
+            n.beta[used],
         )
-        if not res.status.has_solution or res.x is None:
+
+    @property
+    def firsts(self) -> np.ndarray:
+        return np.array([m[0] for m in self.members], dtype=np.int64)
+
+    def s_caps(self, need_s: int) -> np.ndarray:
+        return np.minimum(self.s_fit, float(need_s))
+
+    def can_host(self, d: int, need_s: int) -> bool:
+        """Enough task room for ``d`` workers and ``need_s`` PSs, one task type at a time."""
+        return bool(self.size @ self.w_fit >= d and self.size @ self.s_caps(need_s) >= need_s)
+
+    def program(
+        self, cap: int, d: int, need_s: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """EXT over x = (W_c..., S_c...): cost, A_ub, b_ub and the upper bounds. Rows: per
+        class and used resource alpha W_c + beta S_c <= size * free, then sum W <= F,
+        sum W >= D and sum S >= ceil(D / gamma) (A6)."""
+        c, r = self.free.shape
+        a_ub = np.zeros((c * r + 3, 2 * c))
+        rows = np.arange(c * r).reshape(c, r)
+        cols = np.arange(c)[:, None]
+        a_ub[rows, cols] = self.alpha
+        a_ub[rows, c + cols] = self.beta
+        a_ub[c * r, :c] = 1.0
+        a_ub[c * r + 1, :c] = -1.0
+        a_ub[c * r + 2, c:] = -1.0
+        b_ub = np.concatenate(
+            [(self.size[:, None] * self.free).ravel(), [float(cap), -float(d), -float(need_s)]]
+        )
+        ub = np.concatenate([self.size * self.w_fit, self.size * self.s_caps(need_s)])
+        return np.concatenate([self.w_cost, self.s_cost]), a_ub, b_ub, ub
+
+    def floor_placement(self, d: int, need_s: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every worker in the first cheapest class that takes one, every PS likewise,
+        when that fits (then it is an optimum of the LP relaxation); else None."""
+        s_caps = self.s_caps(need_s)
+        w_room, s_room = self.w_fit > 0, s_caps > 0
+        if not w_room.any() or not s_room.any():
             return None
-        return self.choice(pricer, np.asarray(res.x))
+        cw = int(np.flatnonzero(w_room)[np.argmin(self.w_cost[w_room])])
+        cs = int(np.flatnonzero(s_room)[np.argmin(self.s_cost[s_room])])
+        w = np.zeros(len(self.members))
+        s = np.zeros(len(self.members))
+        w[cw], s[cs] = d, need_s
+        for c in {cw, cs}:
+            if w[c] > self.size[c] * self.w_fit[c] or s[c] > self.size[c] * s_caps[c]:
+                return None
+            load = self.alpha * w[c] + self.beta * s[c]
+            if np.any(load > self.size[c] * self.free[c] + _EPS):
+                return None
+        return w, s
+
+    def split(
+        self, w: np.ndarray, s: np.ndarray, need_s: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each class's (W, S) onto its servers fill-first: the fewest of its servers (in
+        index order) that can each hold an equal share, which never exceeds a server's
+        capacity or task caps. Returns server indices, workers and PSs per server."""
+        s_caps = self.s_caps(need_s)
+        servers: list[np.ndarray] = []
+        shares_w: list[np.ndarray] = []
+        shares_s: list[np.ndarray] = []
+        for c, members in enumerate(self.members):
+            wc = float(w[c]) if w[c] >= _EPS else 0.0
+            sc = float(s[c]) if s[c] >= _EPS else 0.0
+            if wc == 0.0 and sc == 0.0:
+                continue
+            k = min(len(members), max(1, math.ceil(self._servers_needed(c, wc, sc, s_caps[c]))))
+            servers.append(members[:k])
+            shares_w.append(np.full(k, wc / k))
+            shares_s.append(np.full(k, sc / k))
+        if not servers:
+            empty = np.zeros(0)
+            return np.zeros(0, dtype=np.int64), empty, empty
+        return np.concatenate(servers), np.concatenate(shares_w), np.concatenate(shares_s)
+
+    def _servers_needed(self, c: int, wc: float, sc: float, s_cap: float) -> float:
+        """How many servers' worth of class ``c`` the bundle (wc, sc) fills (fractional)."""
+        parts = [0.0]
+        for amount, room in ((wc, self.w_fit[c]), (sc, s_cap)):
+            if amount > 0:
+                parts.append(amount / room if room > 0 else math.inf)
+        load = self.alpha * wc + self.beta * sc
+        free = self.free[c]
+        pos = free > 0
+        if np.any(load[~pos] > _EPS):
+            parts.append(math.inf)
+        if pos.any():
+            parts.append(float(np.max(load[pos] / free[pos])))
+        need = max(parts)
+        return need - 1e-9 if math.isfinite(need) else float(len(self.members[c]))
+
+
+class _Feasibility:
+    """Checks rounded draws per server: alpha w + beta s <= free for every used resource,
+    then sum w <= F, sum w >= D and sum s >= ceil(D / gamma)."""
+
+    def __init__(self, pricer: SlotPricer, servers: np.ndarray, d: int, need_s: int) -> None:
+        n = pricer.needs
+        used = np.flatnonzero((n.alpha + n.beta) > 0)
+        self.k = len(servers)
+        self.free = pricer.free[np.ix_(servers, used)] + 1e-6
+        self.alpha = n.alpha[used]
+        self.beta = n.beta[used]
+        self.cap, self.d, self.need_s = n.cap, d, need_s
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Rows of ``x`` (draws x (workers..., PSs...)) that satisfy every constraint."""
+        w, s = x[:, : self.k], x[:, self.k :]
+        load = w[:, :, None] * self.alpha + s[:, :, None] * self.beta
+        ok = np.all(load <= self.free, axis=(1, 2))
+        total = w.sum(axis=1)
+        ok &= (total <= self.cap + 1e-6) & (total >= self.d - 1e-6)
+        ok &= s.sum(axis=1) >= self.need_s - 1e-6
+        return ok

@@ -219,11 +219,23 @@ def test_both_ways_of_solving_the_class_lp_are_exercised() -> None:
     assert settled[True] > 0 and settled[False] > 0
 
 
+def _rounded_up_fits(
+    n: PdorsNeeds, w: float, s: float, servers: int, room: tuple[np.ndarray, float, float]
+) -> bool:
+    """Whether (ceil(w / servers), ceil(s / servers)) fits a server with ``room`` =
+    (residual capacity, worker cap, PS cap)."""
+    free, w_cap, s_cap = room
+    up_w = math.ceil(w / servers - 1e-9)
+    up_s = math.ceil(s / servers - 1e-9)
+    load = n.alpha * up_w + n.beta * up_s
+    return bool(np.all(load <= free + 1e-9) and up_w <= w_cap and up_s <= s_cap)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_the_class_split_fills_the_fewest_servers_within_their_capacity(seed: int) -> None:
     """Each class's LP amounts go onto its first servers in equal shares: they sum to the
-    class's amounts, never exceed a server's capacity or task caps, and one server fewer
-    could not hold them."""
+    class's amounts, never exceed a server's capacity or task caps, and use the fewest
+    servers on which the shares rounded up still fit."""
     rng = np.random.default_rng(100 + seed)
     cluster, n, used, p = _patterned_pricer(seed, servers=16, gpu=8, cpu=16)
     free = np.asarray(cluster.capacity, dtype=float) - used
@@ -250,12 +262,14 @@ def test_the_class_split_fills_the_fewest_servers_within_their_capacity(seed: in
             assert ss[mine].sum() == pytest.approx(s[c] if s[c] >= 1e-9 else 0.0)
             k = int(mine.sum())
             assert list(servers[mine]) == list(members[:k])  # fill-first, in index order
-            if k > 1:  # k - 1 servers would be over a cap or a capacity
-                load = (n.alpha * w[c] + n.beta * s[c]) / (k - 1)
-                over = np.any(load > free[members[0]] + 1e-9)
-                over |= w[c] / (k - 1) > classes.w_fit[c] + 1e-9
-                over |= s[c] / (k - 1) > s_caps[c] + 1e-9
-                assert over
+            if k == 0:
+                continue
+            room = (free[members[0]], classes.w_fit[c], s_caps[c])
+            # Every rounding of a share fits its server, with as few servers as that
+            # allows; only a class too small for that uses all of its servers.
+            assert _rounded_up_fits(n, w[c], s[c], k, room) or k == len(members)
+            if k > 1 and _rounded_up_fits(n, w[c], s[c], k, room):
+                assert not _rounded_up_fits(n, w[c], s[c], k - 1, room)
         for h, wh, sh in zip(servers, ws, ss, strict=True):
             c = label[int(h)]
             assert np.all(n.alpha * wh + n.beta * sh <= free[h] + 1e-9)

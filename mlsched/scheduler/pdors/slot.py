@@ -464,9 +464,12 @@ class _Classes:
     def split(
         self, w: np.ndarray, s: np.ndarray, need_s: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each class's (W, S) onto its servers fill-first: the fewest of its servers (in
-        index order) that can each hold an equal share, which never exceeds a server's
-        capacity or task caps. Returns server indices, workers and PSs per server."""
+        """Each class's (W, S) onto its servers fill-first: k of its servers in index
+        order, each taking an equal share (W/k, S/k). k is the fewest servers on which the
+        share rounded up in both task types still fits one server (so no rounding of a
+        share overflows its server), and never fewer than the fewest that hold the share
+        itself; at most the class's size, so a share never exceeds a server's capacity or
+        task caps. Returns server indices, workers and PSs per server."""
         s_caps = self.s_caps(need_s)
         servers: list[np.ndarray] = []
         shares_w: list[np.ndarray] = []
@@ -476,7 +479,8 @@ class _Classes:
             sc = float(s[c]) if s[c] >= _EPS else 0.0
             if wc == 0.0 and sc == 0.0:
                 continue
-            k = min(len(members), max(1, math.ceil(self._servers_needed(c, wc, sc, s_caps[c]))))
+            least = max(1, math.ceil(self._servers_needed(c, wc, sc, s_caps[c])))
+            k = self._rounding_safe(c, wc, sc, s_caps[c], min(least, len(members)))
             servers.append(members[:k])
             shares_w.append(np.full(k, wc / k))
             shares_s.append(np.full(k, sc / k))
@@ -484,6 +488,18 @@ class _Classes:
             empty = np.zeros(0)
             return np.zeros(0, dtype=np.int64), empty, empty
         return np.concatenate(servers), np.concatenate(shares_w), np.concatenate(shares_s)
+
+    def _rounding_safe(self, c: int, wc: float, sc: float, s_cap: float, least: int) -> int:
+        """The fewest servers k >= ``least`` of class ``c`` whose shares rounded up,
+        (ceil(wc / k), ceil(sc / k)), fit one server; the class's size if none do."""
+        ks = np.arange(least, len(self.members[c]) + 1, dtype=float)
+        up_w = np.ceil(wc / ks - _EPS)
+        up_s = np.ceil(sc / ks - _EPS)
+        load = up_w[:, None] * self.alpha + up_s[:, None] * self.beta
+        fits = (up_w <= self.w_fit[c]) & (up_s <= s_cap)
+        fits &= np.all(load <= self.free[c] + _EPS, axis=1)
+        hit = np.flatnonzero(fits)
+        return int(ks[hit[0]]) if hit.size else len(self.members[c])
 
     def _servers_needed(self, c: int, wc: float, sc: float, s_cap: float) -> float:
         """How many servers' worth of class ``c`` the bundle (wc, sc) fills (fractional)."""

@@ -534,9 +534,11 @@ class _Feasibility:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Rows of ``x`` (draws x (workers..., PSs...)) that satisfy every constraint."""
         w, s = x[:, : self.k], x[:, self.k :]
-        load = w[:, :, None] * self.alpha + s[:, :, None] * self.beta
-        ok = np.all(load <= self.free, axis=(1, 2))
         total = w.sum(axis=1)
-        ok &= (total <= self.cap + 1e-6) & (total >= self.d - 1e-6)
+        ok = (total <= self.cap + 1e-6) & (total >= self.d - 1e-6)
         ok &= s.sum(axis=1) >= self.need_s - 1e-6
+        rows = np.flatnonzero(ok)  # the packing rows only for draws that cover
+        if rows.size:
+            load = w[rows, :, None] * self.alpha + s[rows, :, None] * self.beta
+            ok[rows] = np.all(load <= self.free, axis=(1, 2))
         return ok

@@ -3,6 +3,7 @@ of PD-ORS and its baselines at a small contended point."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,21 @@ def test_pd_ors_earns_the_most_utility_at_a_contended_point():
     pd = float(np.sum(totals["pd_ors"]))
     for name in NAMES[1:]:
         assert pd > float(np.sum(totals[name])), (name, totals)
+
+
+# -- reproduction: the documented default run -----------------------------------------------
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)  # minutes on 2 cores
+def test_the_default_scale_holds_every_claim(tmp_path: Path) -> None:
+    """``mlsched experiment pdors`` as documented (default scale, its eight seeds: means
+    over eight job sets, every scheme on the same jobs per seed) passes checks 1-6 and no
+    run fails. The points are stated, with their reasons, in docs/algorithms/pd_ors.md;
+    where the paper's claim does not hold at the paper's own point (check 6 at Figs.
+    16-17's) that page says so."""
+    res = run_experiment("pdors", out_dir=tmp_path, scale="default")
+    assert res["seeds"] == 8
+    failed = [(c["name"], c["detail"]) for c in res["checks"] if not c["passed"]]
+    assert failed == []
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["summary"]["pd_ors"]["total_utility"] == res["summary"]["pd_ors"]["total_utility"]
+    assert len(res["plots"]) == 5

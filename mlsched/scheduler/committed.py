@@ -101,7 +101,10 @@ class CommittedPlans:
     def commit(
         self, job: JobSpec, slots: dict[int, Placement], *, cost: float, payoff: float
     ) -> Plan:
-        """Record ``job``'s placements per slot and book their capacity."""
+        """Record ``job``'s placements per slot and book their capacity; a slot whose
+        placement only moves the job is kept on the previous slot's servers where they
+        have room (:meth:`steady`)."""
+        slots = self.steady(job, slots)
         for t, placement in slots.items():
             self.usage.add(t, placement.usage(job, self.cluster))
             self._table.setdefault(t, {})[job.job_id] = placement
@@ -109,6 +112,34 @@ class CommittedPlans:
         self.plans[job.job_id] = plan
         self.specs[job.job_id] = job
         return plan
+
+    def steady(self, job: JobSpec, slots: Mapping[int, Placement]) -> dict[int, Placement]:
+        """``slots`` with each placement that has the same task counts, types and mode
+        (co-located or not) as the job's previous planned slot replaced by that slot's
+        placement, when it fits beside what is committed there.
+
+        Per-slot choices are made independently (each slot's prices), so equal counts often
+        land on other servers; on the testbed every move is a checkpoint and a restart.
+        The replacement runs at the same rate by the runtime models' terms (throughput
+        depends on counts, types and, for synchronous PS jobs, co-location), so the plan's
+        work per slot is unchanged; its priced cost may differ slightly.
+        """
+        out: dict[int, Placement] = {}
+        prev: Placement | None = None
+        capacity = self.cluster.capacity
+        for t in sorted(slots):
+            placement = slots[t]
+            if prev is not None and placement != prev and _same_shape(prev, placement):
+                free = capacity - self.usage.at(t)
+                if all(
+                    np.all(amount <= free[s] + 1e-9)
+                    for s, amount in prev.usage(job, self.cluster).items()
+                ):
+                    placement = prev
+            out[t] = placement
+            if not placement.is_empty:
+                prev = placement
+        return out
 
     def planned(self, slot: int, view: ClusterView) -> dict[str, Placement]:
         """The placements planned for ``slot`` of the jobs still active; forgets the past."""
@@ -146,6 +177,19 @@ class CommittedPlans:
             self._table.get(t, {}).pop(job_id, None)
             if release:
                 self.usage.add(t, placement.usage(job, self.cluster), sign=-1.0)
+
+
+def _same_shape(a: Placement, b: Placement) -> bool:
+    """Same worker and PS counts, bundle types, and co-location (spec 000 Fact 1)."""
+    return (
+        a.n_workers == b.n_workers
+        and a.n_ps == b.n_ps
+        and a.worker_type == b.worker_type
+        and a.ps_type == b.ps_type
+        and a.colocated == b.colocated
+        and not a.ring
+        and not b.ring
+    )
 
 
 def completion_utility(job: JobSpec, first: int) -> Callable[[int], float]:

@@ -85,6 +85,7 @@ class Summary:
     revenue: float = 0.0
     model_error: float | None = None
     restarts: int = 0
+    restarts_per_job: float = 0.0  # over the jobs that ran at least one slot
     slots: int = 0
     slot_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -139,11 +140,17 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         revenue=float(sum(r.price_paid for r in records)),
         model_error=float(np.mean(errors)) if errors else None,
         restarts=sum(r.restarts for r in records),
+        restarts_per_job=_per_job_restarts(records),
         slots=result.slots,
         slot_seconds=slot_s,
         wall_seconds=result.wall_seconds if wall_seconds is None else wall_seconds,
         stalled=result.stalled,
     )
+
+
+def _per_job_restarts(records: list[JobRecord]) -> float:
+    ran = [r for r in records if r.slots_run > 0]
+    return sum(r.restarts for r in ran) / len(ran) if ran else 0.0
 
 
 def _clean(value: float | None) -> float | None:

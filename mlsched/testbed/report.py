@@ -197,7 +197,7 @@ def run_footer(summary: Summary) -> str:
     stalled = ", STALLED" if summary.stalled else ""
     return (
         f"slots {summary.slots}, deadline misses {summary.deadline_misses}, restarts "
-        f"{summary.restarts}, revenue {summary.revenue:.2f}, model error {error}{stalled}"
+        f"{summary.restarts} ({summary.restarts_per_job:.2f} per job run), revenue {summary.revenue:.2f}, model error {error}{stalled}"
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,13 +179,13 @@ def run_experiment(
     return results
 
 
-def mean_summary(summaries: Sequence[Summary]) -> dict[str, Any]:
-    """Metric -> mean over runs (seeds) of every numeric field; ``utilization`` per
-    resource. Metrics with no data in any run are None."""
+def mean_summary(summaries: Sequence[Summary | Mapping[str, Any]]) -> dict[str, Any]:
+    """Metric -> mean over runs (seeds) of every numeric field (of :class:`Summary` or its
+    ``to_dict``); ``utilization`` per resource. Metrics with no data in any run are None."""
     if not summaries:
         return {}
     out: dict[str, Any] = {"runs": len(summaries)}
-    rows = [s.to_dict() for s in summaries]
+    rows = [dict(s) if isinstance(s, Mapping) else s.to_dict() for s in summaries]
     for key, first in rows[0].items():
         if key in ("policy",):
             continue

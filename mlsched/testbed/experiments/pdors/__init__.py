@@ -16,7 +16,8 @@ worker and a PS half, spec 000 §5.2 item 4):
 * **mix** (Figs. 14-17, check 6): PD-ORS's gain over OASiS with the 10/55/35 and the
   30/69/1 job mixes.
 
-The runs are independent and spread over the machine's cores
+Eight seeds by default (spec 000 asks for at least five; at five, check 6 is decided by
+one or two instances). The runs are independent and spread over the machine's cores
 (:mod:`mlsched.testbed.experiments.pool`).
 """
 
@@ -27,7 +28,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlsched.testbed.experiments.base import Check, ProgressFactory, register_experiment
+from mlsched.testbed.experiments.base import (
+    Check,
+    ProgressFactory,
+    mean_summary,
+    register_experiment,
+)
 from mlsched.testbed.experiments.pdors.checks import (
     check_failures,
     check_gain_grows,
@@ -107,7 +113,7 @@ def _run_all(
     "pdors",
     "spec 000 Figs. 7-11, 14-17: PD-ORS vs OASiS/FIFO/DRF/Dorm, median training time, "
     "OPT ratio, rounding gain, job mix",
-    default_seeds=5,
+    default_seeds=8,
 )
 def run_pdors(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
@@ -123,8 +129,8 @@ def run_pdors(
     utility = [r for r in records if r["part"] == "utility"]
     default = [r for r in utility if r["jobs"] == s.default_jobs]
     summary = {
-        name: {"runs": len([r for r in default if r["scheme"] == name])}
-        | mean_by(default, name, _SUMMARY_METRICS)
+        name: mean_summary([r["summary"] for r in default if r["scheme"] == name])
+        | mean_by(default, name, _EXTRA_METRICS)
         for name in names
     }
     checks: list[Check] = [
@@ -153,12 +159,5 @@ def run_pdors(
     }
 
 
-_SUMMARY_METRICS = (
-    "total_utility",
-    "admitted",
-    "completed",
-    "median_training_slots",
-    "median_training_slots_feasible",
-    "restarts_per_job",
-    "wall_seconds",
-)
+#: Besides every metric of the run summary: the median training times of A27.
+_EXTRA_METRICS = ("median_training_slots", "median_training_slots_feasible")

@@ -185,7 +185,6 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         for r in records
         if alone_slots(r.spec, "internal", w.slot_seconds) <= item.horizon - r.spec.arrival_slot
     ]
-    ran = [r for r in records if r.slots_run > 0]
     return {
         "part": item.part,
         "scheme": item.name,
@@ -202,6 +201,7 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         "median_training_slots_feasible": float(np.median(feasible)) if feasible else math.nan,
         "feasible_alone": len(feasible),
         "restarts": summary.restarts,
-        "restarts_per_job": summary.restarts / len(ran) if ran else 0.0,
+        "restarts_per_job": summary.restarts_per_job,
         "wall_seconds": summary.wall_seconds,
+        "summary": summary.to_dict(),
     }

@@ -187,6 +187,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a cancelled job's committed plan (OASiS, PD-ORS) keeps its capacity reserved",
     ),
     Mutant(
+        "committed-plans-not-steady",
+        "mlsched/scheduler/committed.py",
+        "        slots = self.steady(job, slots)\n",
+        "        slots = dict(slots)\n",
+        ("tests/test_committed.py",),
+        "a committed plan moves a job to other servers at unchanged counts (a restart)",
+    ),
+    Mutant(
         "oasis-price-curve-bent",
         "mlsched/scheduler/oasis/prices.py",
         "return ln_low + load * (ln_high - ln_low)",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
 import pytest
 
 from mlsched.core import Cluster, JobSpec, Pool, ResourceVector, Server, Topology
 from mlsched.core.allocation import Placement
 from mlsched.scheduler.committed import CommittedPlans
+from mlsched.testbed.experiments.runner import SimulationConfig, simulate
+from mlsched.testbed.workloads import load_workload
 
 
 @pytest.fixture
@@ -53,3 +58,55 @@ def test_another_shape_is_kept_as_planned(plans: CommittedPlans, nxt: Placement)
     first = Placement.of({0: 3}, {2: 1}) if nxt.colocated else spread(0, 1)
     plan = plans.commit(job(), {0: first, 1: nxt}, cost=0.0, payoff=1.0)
     assert plan.slots[1] == nxt
+
+
+def test_a_smaller_remainder_in_the_last_slot_keeps_the_placement(plans: CommittedPlans) -> None:
+    full, rest = Placement.of({0: 3}, {1: 1}), Placement.of({2: 1}, {1: 1})
+    plan = plans.commit(job(), {0: full, 1: full, 2: rest}, cost=0.0, payoff=1.0)
+    assert plan.slots[2] == full  # more workers than the remainder needs: no restart
+    # Not before the last slot: a smaller count there stays as planned.
+    plan = plans.commit(job("b"), {0: full, 1: rest, 2: full}, cost=0.0, payoff=1.0)
+    assert plan.slots[1] == rest
+
+
+@pytest.mark.parametrize(
+    ("policy", "workload", "options"),
+    [
+        ("pd_ors", "pdors-paper", {"servers": 20}),
+        ("oasis", "oasis-paper", {"servers": 6}),
+    ],
+)
+def test_a_job_alone_moves_only_when_its_counts_change(
+    policy: str, workload: str, options: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone, every slot is priced alike and has room: a job must stay on its servers
+    while its counts stay, and it restarts only where the plan changes its counts (each
+    move is a checkpoint and restart on the testbed)."""
+    committed: dict[str, dict[int, Placement]] = {}
+    commit = CommittedPlans.commit
+
+    def spy(self: CommittedPlans, job: JobSpec, slots: dict, **kw: float) -> object:
+        plan = commit(self, job, slots, cost=kw["cost"], payoff=kw["payoff"])
+        committed[job.job_id] = dict(plan.slots)
+        return plan
+
+    monkeypatch.setattr(CommittedPlans, "commit", spy)
+    ran = 0
+    for seed in range(8):
+        base = load_workload(workload, seed=seed, jobs=6, options=options)
+        for spec in base.jobs:
+            alone = dataclasses.replace(base, jobs=(dataclasses.replace(spec, arrival_slot=0),))
+            record = simulate(alone, SimulationConfig(policy, seed=seed)).records[spec.job_id]
+            if record.slots_run < 2 or spec.job_id not in committed:
+                continue
+            ran += 1
+            plan = committed.pop(spec.job_id)
+            steps = [plan[t] for t in sorted(plan)]
+            changes = 0
+            for a, b in itertools.pairwise(steps):
+                if (a.n_workers, a.n_ps) == (b.n_workers, b.n_ps):
+                    assert a == b, (seed, spec.job_id)
+                else:
+                    changes += 1
+            assert record.restarts <= changes, (seed, spec.job_id, record.restarts, changes)
+    assert ran >= 8  # tested on jobs that ran for several slots

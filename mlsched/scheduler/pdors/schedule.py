@@ -29,6 +29,8 @@ __all__ = ["DEFAULT_LEVELS", "Schedule", "Search", "best_schedule"]
 
 #: Workload levels of the DP (spec A11's default).
 DEFAULT_LEVELS = 100
+#: Relative cost difference below which two DP choices tie.
+_TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -97,13 +99,19 @@ def best_schedule(
             if not math.isfinite(theta[j]):
                 continue
             cand = theta[j] + prev[: q_levels + 1 - j]
-            better = cand < cur[j:]
+            # Ties go to the larger j: the same workers doing more work (theta depends on
+            # v only through D), and equal counts in adjacent slots, fewer restarts. Sums
+            # of the same thetas in another order differ in the last bits: a tie is within
+            # _TIE of the best.
+            better = cand <= cur[j:] * (1.0 + _TIE)
             cur[j:][better] = cand[better]
             arg[j:][better] = j
         # Finishing in slot i with j >= 1 levels in it (A13).
         ends = theta[1:] + prev[q_levels - np.arange(1, k_max + 1)]
         if ends.size and np.isfinite(ends).any():
-            j_end = int(np.argmin(ends)) + 1
+            # The fewest levels in the last slot among ties: a remainder at the end, where
+            # committed plans keep the previous placement (no restart).
+            j_end = int(np.flatnonzero(ends <= float(ends.min()) * (1.0 + _TIE))[0]) + 1
             payoff = u - float(ends[j_end - 1])
             if payoff > best_payoff:
                 best_payoff, best_end = payoff, (i, j_end)

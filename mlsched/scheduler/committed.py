@@ -116,24 +116,22 @@ class CommittedPlans:
     def steady(self, job: JobSpec, slots: Mapping[int, Placement]) -> dict[int, Placement]:
         """``slots`` with each placement that has the same task counts, types and mode
         (co-located or not) as the job's previous planned slot replaced by that slot's
-        placement, when it fits beside what is committed there; in the job's last slot a
-        smaller remainder keeps the previous placement too.
+        placement, when it fits beside what is committed there.
 
         Per-slot choices are made independently (each slot's prices), so equal counts often
-        land on other servers, and the last slot usually holds a remainder; on the testbed
-        every move is a checkpoint and a restart. The replacement runs at least at the
-        planned rate by the runtime models' terms (throughput grows with the counts and
-        depends otherwise on types and, for synchronous PS jobs, co-location), so the plan's
-        work per slot is met; its priced cost may differ slightly.
+        land on other servers; on the testbed every move is a checkpoint and a restart.
+        The replacement runs at the same rate by the runtime models' terms (throughput
+        depends on counts, types and, for synchronous PS jobs, co-location), so the plan's
+        work per slot is unchanged; its priced cost may differ slightly. Nothing beyond the
+        plan is booked: keeping a larger count for a last-slot remainder would avoid one
+        more restart, but the capacity it holds cost OASiS utility under contention.
         """
         out: dict[int, Placement] = {}
         prev: Placement | None = None
         capacity = self.cluster.capacity
-        order = sorted(slots)
-        for t in order:
+        for t in sorted(slots):
             placement = slots[t]
-            last = t == order[-1]
-            if prev is not None and placement != prev and _same_shape(prev, placement, last):
+            if prev is not None and placement != prev and _same_shape(prev, placement):
                 free = capacity - self.usage.at(t)
                 if all(
                     np.all(amount <= free[s] + 1e-9)
@@ -183,15 +181,11 @@ class CommittedPlans:
                 self.usage.add(t, placement.usage(job, self.cluster), sign=-1.0)
 
 
-def _same_shape(a: Placement, b: Placement, last: bool) -> bool:
-    """Same worker and PS counts (in a job's last slot: at least as many, so the remainder
-    does not cost a restart), bundle types, and co-location (spec 000 Fact 1)."""
-    if last:
-        counts = a.n_workers >= b.n_workers and a.n_ps >= b.n_ps
-    else:
-        counts = a.n_workers == b.n_workers and a.n_ps == b.n_ps
+def _same_shape(a: Placement, b: Placement) -> bool:
+    """Same worker and PS counts, bundle types, and co-location (spec 000 Fact 1)."""
     return (
-        counts
+        a.n_workers == b.n_workers
+        and a.n_ps == b.n_ps
         and a.worker_type == b.worker_type
         and a.ps_type == b.ps_type
         and a.colocated == b.colocated

@@ -55,7 +55,7 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import RuntimeModel
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers, pack
-from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
+from mlsched.scheduler.solvers.highs import SolveResult, SolveStatus, solve_milp
 from mlsched.scheduler.solvers.model import MilpModel
 from mlsched.scheduler.view import CapacityLedger
 
@@ -100,6 +100,69 @@ class OfflineResult:
     @property
     def optimal(self) -> bool:
         return self.status is SolveStatus.OPTIMAL
+
+
+def check_offline_inputs(
+    jobs: Sequence[JobSpec], horizon: int, slot_seconds: float, problem: str
+) -> list[str]:
+    """The job ids, after refusing what an offline optimum cannot model: a bad horizon or
+    slot length, repeated ids, all-reduce jobs and progress utilities."""
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+        raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
+    if not slot_seconds > 0:
+        raise ValueError(f"slot_seconds must be > 0, got {slot_seconds!r}")
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("job ids must be unique")
+    for job in jobs:
+        if not job.uses_ps:
+            raise ValueError(f"job {job.job_id!r} is all-reduce: {problem} models PS jobs only")
+        if job.utility.over_progress:
+            raise ValueError(f"job {job.job_id!r} has a progress utility, not f(duration)")
+    return ids
+
+
+def solve_offline(
+    m: MilpModel, n: int, *, time_limit_s: float, mip_rel_gap: float | None
+) -> SolveResult:
+    """Maximise an offline model's objective with HiGHS under the time limit."""
+    return solve_milp(
+        np.array(m.obj),
+        m.a_ub(n),
+        np.array(m.b),
+        integrality=np.array(m.kind),
+        bounds=list(zip(m.lo, m.hi, strict=True)),
+        time_limit_s=time_limit_s,
+        mip_rel_gap=mip_rel_gap,
+        maximize=True,
+    )
+
+
+def unsolved(
+    res: SolveResult,
+    seconds: float,
+    shape: tuple[int, int],
+    unschedulable: Sequence[str],
+    rates: Mapping[str, float],
+    external_rates: Mapping[str, float] | None = None,
+) -> OfflineResult:
+    """The result of a solve that found no schedule (``shape``: variables, rows)."""
+    return OfflineResult(
+        0.0,
+        (),
+        {},
+        {},
+        res.status,
+        None,
+        res.dual_bound,
+        seconds,
+        shape[0],
+        shape[1],
+        tuple(unschedulable),
+        res.message,
+        rates,
+        external_rates or {},
+    )
 
 
 def performance_ratio(opt_utility: float, online_utility: float) -> float:
@@ -158,20 +221,7 @@ def offline_optimum(
     :func:`worker_rate`). ``time_limit_s`` is required; see :class:`OfflineResult` for what
     comes back when it is reached.
     """
-    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
-        raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
-    if not slot_seconds > 0:
-        raise ValueError(f"slot_seconds must be > 0, got {slot_seconds!r}")
-    ids = [j.job_id for j in jobs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("job ids must be unique")
-    for job in jobs:
-        if not job.uses_ps:
-            raise ValueError(
-                f"job {job.job_id!r} is all-reduce: the offline problem models PS jobs only"
-            )
-        if job.utility.over_progress:
-            raise ValueError(f"job {job.job_id!r} has a progress utility, not f(duration)")
+    ids = check_offline_inputs(jobs, horizon, slot_seconds, "the offline problem")
     start = time.perf_counter()
     cap = cluster.capacity
     m = MilpModel()
@@ -263,34 +313,10 @@ def offline_optimum(
             message="no job can be scheduled",
             rates=rate_of,
         )
-    a_ub = m.a_ub(n)
-    res = solve_milp(
-        np.array(m.obj),
-        a_ub,
-        np.array(m.b),
-        integrality=np.array(m.kind),
-        bounds=list(zip(m.lo, m.hi, strict=True)),
-        time_limit_s=time_limit_s,
-        mip_rel_gap=mip_rel_gap,
-        maximize=True,
-    )
+    res = solve_offline(m, n, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
     seconds = time.perf_counter() - start
     if not res.ok or res.x is None:
-        return OfflineResult(
-            0.0,
-            (),
-            {},
-            {},
-            res.status,
-            None,
-            res.dual_bound,
-            seconds,
-            n,
-            len(m.b),
-            tuple(unschedulable),
-            res.message,
-            rate_of,
-        )
+        return unsolved(res, seconds, (n, len(m.b)), unschedulable, rate_of)
     x = res.x
     schedule: dict[str, Plan] = {}
     completion: dict[str, int] = {}

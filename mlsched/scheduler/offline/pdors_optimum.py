@@ -56,10 +56,15 @@ from mlsched.core.allocation import Placement, Plan
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import RuntimeModel
-from mlsched.scheduler.offline.optimum import OfflineResult
+from mlsched.scheduler.offline.optimum import (
+    OfflineResult,
+    check_offline_inputs,
+    solve_offline,
+    unsolved,
+)
 from mlsched.scheduler.pdors.needs import per_worker_rates
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
+from mlsched.scheduler.solvers.highs import SolveStatus
 from mlsched.scheduler.solvers.model import MilpModel
 
 __all__ = ["pdors_optimum"]
@@ -121,20 +126,7 @@ def pdors_optimum(
     ``time_limit_s`` is required. The result's ``rates`` are the internal rates used and
     ``external_rates`` the external ones.
     """
-    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
-        raise ValueError(f"horizon must be an integer >= 1, got {horizon!r}")
-    if not slot_seconds > 0:
-        raise ValueError(f"slot_seconds must be > 0, got {slot_seconds!r}")
-    ids = [j.job_id for j in jobs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("job ids must be unique")
-    for job in jobs:
-        if not job.uses_ps:
-            raise ValueError(
-                f"job {job.job_id!r} is all-reduce: spec 000's problem models PS jobs only"
-            )
-        if job.utility.over_progress:
-            raise ValueError(f"job {job.job_id!r} has a progress utility, not f(duration)")
+    ids = check_offline_inputs(jobs, horizon, slot_seconds, "spec 000's problem")
     start = time.perf_counter()
     cap = cluster.capacity
     m = MilpModel()
@@ -218,34 +210,10 @@ def pdors_optimum(
             rates=rate_in_of,
             external_rates=rate_ex_of,
         )
-    res = solve_milp(
-        np.array(m.obj),
-        m.a_ub(n),
-        np.array(m.b),
-        integrality=np.array(m.kind),
-        bounds=list(zip(m.lo, m.hi, strict=True)),
-        time_limit_s=time_limit_s,
-        mip_rel_gap=mip_rel_gap,
-        maximize=True,
-    )
+    res = solve_offline(m, n, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
     seconds = time.perf_counter() - start
     if not res.ok or res.x is None:
-        return OfflineResult(
-            0.0,
-            (),
-            {},
-            {},
-            res.status,
-            None,
-            res.dual_bound,
-            seconds,
-            n,
-            len(m.b),
-            tuple(unschedulable),
-            res.message,
-            rate_in_of,
-            rate_ex_of,
-        )
+        return unsolved(res, seconds, (n, len(m.b)), unschedulable, rate_in_of, rate_ex_of)
     schedule, completion, total = _read_schedule(res.x, layout)
     bound = res.dual_bound
     if bound is not None:

@@ -34,6 +34,7 @@ __all__ = [
     "Experiment",
     "ExperimentFn",
     "ProgressFactory",
+    "check_no_failures",
     "experiments",
     "get_experiment",
     "mean_summary",
@@ -198,3 +199,16 @@ def mean_summary(summaries: Sequence[Summary | Mapping[str, Any]]) -> dict[str, 
             values = [float(r[key]) for r in rows if r[key] is not None]
             out[key] = float(np.mean(values)) if values else None
     return out
+
+
+def check_no_failures(failures: Sequence[Any]) -> Check:
+    """A check that every run of an experiment finished (``failures``: the runs' Failure
+    records, each with ``policy`` and ``error``)."""
+    if not failures:
+        return Check("every run finished without error", True, "no failures")
+    names = sorted({f.policy for f in failures})
+    return Check(
+        "every run finished without error",
+        False,
+        f"{len(failures)} failed runs ({', '.join(names)}): {failures[0].error}",
+    )

@@ -35,13 +35,12 @@ over the machine's cores (:mod:`mlsched.testbed.experiments.pool`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mlsched.testbed.experiments.base import (
-    Check,
     ProgressFactory,
+    check_no_failures,
     mean_summary,
     register_experiment,
 )
@@ -120,7 +119,7 @@ def run_oasis(
         _check_h3(h3),
         _check_h4(points, h4_sweep),
         _check_h5(h5, sweep),
-        _check_no_failures(failures),
+        check_no_failures(failures),
     ]
     return {
         "summary": summary,
@@ -136,14 +135,3 @@ def run_oasis(
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in plots],
     }
-
-
-def _check_no_failures(failures: Sequence[Failure]) -> Check:
-    if not failures:
-        return Check("every run finished without error", True, "no failures")
-    names = sorted({f.policy for f in failures})
-    return Check(
-        "every run finished without error",
-        False,
-        f"{len(failures)} failed runs ({', '.join(names)}): {failures[0].error}",
-    )

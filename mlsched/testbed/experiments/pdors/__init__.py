@@ -31,11 +31,11 @@ from typing import Any
 from mlsched.testbed.experiments.base import (
     Check,
     ProgressFactory,
+    check_no_failures,
     mean_summary,
     register_experiment,
 )
 from mlsched.testbed.experiments.pdors.checks import (
-    check_failures,
     check_gain_grows,
     check_median,
     check_mix,
@@ -140,7 +140,7 @@ def run_pdors(
         check_ratio(ratio),
         check_rounding([r for r in records if r["part"] == "rounding"], s.gains),
         check_mix([r for r in records if r["part"] == "mix"]),
-        check_failures(failures),
+        check_no_failures(failures),
     ]
     paths = plots(out_dir, s, records, ratio, names)
     return {

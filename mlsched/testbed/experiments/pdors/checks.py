@@ -14,7 +14,6 @@ import numpy as np
 
 from mlsched.testbed.experiments.base import Check
 from mlsched.testbed.experiments.pdors.common import MIXES, PRIMARY
-from mlsched.testbed.experiments.runner import Failure
 
 Records = Sequence[dict[str, Any]]
 
@@ -204,15 +203,4 @@ def check_mix(records: Records) -> Check:
         "6: the gain over OASiS is smaller with the 30/69/1 mix than with 10/55/35",
         a is not None and b is not None and b < a,
         "gain over OASiS: " + ", ".join(f"{k} {_fmt(v, '+.1%')}" for k, v in gains.items()),
-    )
-
-
-def check_failures(failures: Sequence[Failure]) -> Check:
-    if not failures:
-        return Check("every run finished without error", True, "no failures")
-    names = sorted({f.policy for f in failures})
-    return Check(
-        "every run finished without error",
-        False,
-        f"{len(failures)} failed runs ({', '.join(names)}): {failures[0].error}",
     )

@@ -428,6 +428,29 @@ def test_constants_floor_and_degenerate_jobs() -> None:
         ConstantsEstimator(2, slots=10, total_capacity=1.0, l_floor_ratio=1.0)
 
 
+def test_utility_floor_bounds_the_horizon_utility_in_l_only() -> None:
+    """A time-critical job earns e^-100 at the horizon: without a floor L follows it down;
+    with ``utility_floor`` 1 L is computed as if it earned 1 there, U is unchanged."""
+
+    def constants(floor: float) -> tuple[np.ndarray, float]:
+        est = ConstantsEstimator(2, slots=10, total_capacity=100.0, utility_floor=floor)
+        est.add(np.array([1.0, 1.0]), worker_slots=5, u_best=10.0, u_end=math.exp(-100))
+        c = est.constants()
+        assert c is not None
+        return c.ln_high, c.ln_low
+
+    high0, low0 = constants(0.0)
+    high1, low1 = constants(1.0)
+    assert np.array_equal(high0, high1)
+    mu = 10 * 100.0 / (5 * 2.0)
+    assert low0 == pytest.approx(-100 - math.log(2 * mu * 5 * 2.0))
+    assert low1 == pytest.approx(-math.log(2 * mu * 5 * 2.0))
+    with pytest.raises(ValueError, match="utility_floor"):
+        ConstantsEstimator(2, slots=10, total_capacity=1.0, utility_floor=-1.0)
+    with pytest.raises(ValueError, match="utility_floor"):
+        create("pd_ors", utility_floor=math.inf)
+
+
 # Rates from the runtime model (E5) -------------------------------------------------------------------
 def test_per_worker_rates_follow_the_sync_ps_model() -> None:
     """(E5) at the job's ratio (2 workers per PS): one iteration is compute + push/pull of

@@ -7,7 +7,9 @@
 
 L is common to all resources (the paper's choice: larger U/L, prices that react harder).
 A time-critical sigmoid makes u(T - a) as small as e^-100, so everything stays in log space
-(A3); ``l_floor_ratio`` > 0 raises L to at least that fraction of the smallest U^r. The
+(A3); ``l_floor_ratio`` > 0 raises L to at least that fraction of the smallest U^r, and
+``utility_floor`` > 0 bounds u(T - a) below in L (OASiS's shipped fix of the same effect,
+spec 001 A7; jobs are still scored by their true utility). The
 constants need the whole job population (A4): the policy adds the catalogue at setup (the
 generated job set in simulation, as the paper implicitly does) and each arrival, and they
 only widen.
@@ -46,7 +48,13 @@ class ConstantsEstimator:
     """Running extremes over the jobs seen: U^r, and the pieces of L and mu."""
 
     def __init__(
-        self, n_resources: int, *, slots: int, total_capacity: float, l_floor_ratio: float = 0.0
+        self,
+        n_resources: int,
+        *,
+        slots: int,
+        total_capacity: float,
+        l_floor_ratio: float = 0.0,
+        utility_floor: float = 0.0,
     ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots!r}")
@@ -54,6 +62,9 @@ class ConstantsEstimator:
             raise ValueError(f"total capacity must be > 0, got {total_capacity!r}")
         if not (0 <= l_floor_ratio < 1):
             raise ValueError(f"l_floor_ratio must be in [0, 1), got {l_floor_ratio!r}")
+        if not (0 <= utility_floor < math.inf):
+            raise ValueError(f"utility_floor must be a finite number >= 0, got {utility_floor!r}")
+        self.utility_floor = utility_floor
         self.ln_high = np.full(n_resources, -math.inf)
         self._ln_slots_cap = math.log(slots) + math.log(total_capacity)
         self._min_ln_size = math.inf  # min_i ln(ceil(V c^e) sum_r demand)
@@ -71,6 +82,7 @@ class ConstantsEstimator:
         self.ln_high[used] = np.maximum(self.ln_high[used], cand)
         ln_size = math.log(worker_slots) + math.log(total)
         self._min_ln_size = min(self._min_ln_size, ln_size)
+        u_end = max(u_end, self.utility_floor)
         if u_end > 0:
             self._min_ln_density = min(self._min_ln_density, math.log(u_end) - ln_size)
 

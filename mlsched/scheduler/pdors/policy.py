@@ -65,6 +65,7 @@ class PdorsPolicy(CommittingPolicy):
         exact: bool = False,
         separated: bool = False,
         l_floor_ratio: float = 0.0,
+        utility_floor: float = 0.0,
         window: int | None = None,
         release_on_early_finish: bool = False,
         best_effort: bool = True,
@@ -82,6 +83,8 @@ class PdorsPolicy(CommittingPolicy):
             raise ValueError(f"window must be an integer >= 1 (slots) or None, got {window!r}")
         if not (_is_number(l_floor_ratio) and 0 <= l_floor_ratio < 1):
             raise ValueError(f"l_floor_ratio must be a number in [0, 1), got {l_floor_ratio!r}")
+        if not (_is_number(utility_floor) and utility_floor >= 0):
+            raise ValueError(f"utility_floor must be a finite number >= 0, got {utility_floor!r}")
         if not _is_number(g_delta):
             raise ValueError(f"g_delta must be a finite number > 0, got {g_delta!r}")
         self.rounding = Rounding(
@@ -90,6 +93,7 @@ class PdorsPolicy(CommittingPolicy):
         self.levels = levels
         self.separated = separated
         self.l_floor_ratio = float(l_floor_ratio)
+        self.utility_floor = float(utility_floor)
         self.window = window
         self._estimator: ConstantsEstimator | None = None
 
@@ -102,6 +106,7 @@ class PdorsPolicy(CommittingPolicy):
             slots=context.horizon or self.window or DEFAULT_WINDOW,
             total_capacity=float(np.asarray(cluster.capacity).sum()),
             l_floor_ratio=self.l_floor_ratio,
+            utility_floor=self.utility_floor,
         )
         self._committed = CommittedPlans(cluster)
         self._next_slot = 0

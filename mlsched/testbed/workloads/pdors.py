@@ -33,11 +33,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
-from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
 from mlsched.testbed.workloads.base import Workload, register_workload
-from mlsched.testbed.workloads.oasis import JOB_CLASSES, class_shares, draw_utility
+from mlsched.testbed.workloads.oasis import (
+    JOB_CLASSES,
+    _check,
+    _is_count,
+    _is_number,
+    class_shares,
+    draw_utility,
+)
 
 __all__ = [
     "MACHINE",
@@ -87,15 +93,6 @@ def infeasible_alone(
     return {
         m: sum(alone_slots(j, m, slot_seconds) > horizon for j in jobs) / len(jobs) for m in modes
     }
-
-
-def _check(name: str, value: object, ok: bool, expected: str) -> None:
-    if not ok:
-        raise SpecError(name, value, expected)
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _cluster(servers: int, pools: str) -> Cluster:
@@ -152,9 +149,7 @@ def pdors_paper(
     _check(
         "slot_seconds",
         slot_seconds,
-        isinstance(slot_seconds, (int, float))
-        and not isinstance(slot_seconds, bool)
-        and 0 < slot_seconds < math.inf,
+        _is_number(slot_seconds) and 0 < slot_seconds < math.inf,
         "a number > 0",
     )
     probs = class_shares(class_mix)

@@ -195,6 +195,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a committed plan moves a job to other servers at unchanged counts (a restart)",
     ),
     Mutant(
+        "level-plan-ignores-slack",
+        "mlsched/scheduler/committed.py",
+        "    return level_cost - best_cost <= slack * best_payoff\n",
+        "    return True\n",
+        ("tests/test_committed.py",),
+        "a level plan is taken whatever it costs (capacity a contended cluster needs)",
+    ),
+    Mutant(
         "oasis-price-curve-bent",
         "mlsched/scheduler/oasis/prices.py",
         "return ln_low + load * (ln_high - ln_low)",

@@ -9,7 +9,8 @@ import pytest
 
 from mlsched.core import Cluster, JobSpec, Pool, ResourceVector, Server, Topology
 from mlsched.core.allocation import Placement
-from mlsched.scheduler.committed import CommittedPlans
+from mlsched.scheduler.committed import CommittedPlans, count_changes, take_level
+from mlsched.scheduler.registry import create
 from mlsched.testbed.experiments.runner import SimulationConfig, simulate
 from mlsched.testbed.workloads import load_workload
 
@@ -109,3 +110,62 @@ def test_a_job_alone_moves_only_when_its_counts_change(
                     changes += 1
             assert record.restarts <= changes, (seed, spec.job_id, record.restarts, changes)
     assert ran >= 8  # tested on jobs that ran for several slots
+
+
+def test_count_changes_counts_adjacent_differences_and_pauses() -> None:
+    assert count_changes([3, 3, 3]) == 0
+    assert count_changes([1, 4]) == 1
+    assert count_changes([2, None, 2]) == 2  # a pause and a resume: both restart
+
+
+@pytest.mark.parametrize(
+    ("level_cost", "slack", "taken"),
+    [
+        (10.4, 0.05, True),  # 0.4 more for a payoff of 10: within 5 %
+        (10.6, 0.05, False),  # 0.6 more: beyond 5 % of the payoff
+        (10.0, 0.0, False),  # slack 0: the cheapest plan, as the papers have it
+        (float("inf"), 0.05, False),  # the level count does not fit some slot
+    ],
+)
+def test_a_level_plan_may_give_up_only_its_share_of_the_payoff(
+    level_cost: float, slack: float, taken: bool
+) -> None:
+    assert take_level(best_cost=10.0, best_payoff=10.0, level_cost=level_cost, slack=slack) is taken
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "0.1", float("nan")])
+@pytest.mark.parametrize("policy", ["oasis", "pd_ors"])
+def test_steady_slack_is_validated(policy: str, bad: object) -> None:
+    with pytest.raises(ValueError, match="steady_slack"):
+        create(policy, steady_slack=bad)
+
+
+@pytest.mark.parametrize(
+    ("policy", "workload", "options"),
+    [
+        ("pd_ors", "pdors-paper", {"servers": 20}),
+        ("oasis", "oasis-paper", {"servers": 6}),
+    ],
+)
+def test_a_job_alone_on_an_idle_cluster_keeps_one_count(
+    policy: str, workload: str, options: dict
+) -> None:
+    """Alone, prices are flat and costs small beside the utility: the level plan is free
+    and the job never restarts. With ``steady_slack=0`` (the papers' cheapest plan) the
+    same jobs restart, so the scenario tests the level plan and not luck."""
+    restarts = {0.0: 0, None: 0}
+    ran = 0
+    for seed in range(8):
+        base = load_workload(workload, seed=seed, jobs=6, options=options)
+        for spec in base.jobs:
+            alone = dataclasses.replace(base, jobs=(dataclasses.replace(spec, arrival_slot=0),))
+            for slack in restarts:
+                opts = {} if slack is None else {"steady_slack": slack}
+                config = SimulationConfig(policy, seed=seed, policy_options=opts)
+                record = simulate(alone, config).records[spec.job_id]
+                if slack is None:
+                    assert record.restarts == 0, (seed, spec.job_id)
+                    ran += record.slots_run >= 2
+                restarts[slack] += record.restarts
+    assert ran >= 8
+    assert restarts[0.0] > 0

@@ -10,9 +10,11 @@ model was optimistic) is reported as *behind*, for the policy to run best-effort
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,12 @@ __all__ = [
     "CommittedUsage",
     "CommittingPolicy",
     "completion_utility",
+    "count_changes",
+    "take_level",
 ]
+
+#: Default share of a plan's payoff that a level plan may give up (``steady_slack``).
+DEFAULT_STEADY_SLACK = 0.05
 
 _TRIM_BATCH = 64
 
@@ -194,6 +201,30 @@ def _same_shape(a: Placement, b: Placement) -> bool:
     )
 
 
+def count_changes(shapes: Sequence[Hashable]) -> int:
+    """How often adjacent slots' shapes differ (an idle slot between two runs counts: a
+    paused job restarts from its checkpoint too)."""
+    return sum(1 for a, b in itertools.pairwise(shapes) if a != b)
+
+
+def take_level(*, best_cost: float, best_payoff: float, level_cost: float, slack: float) -> bool:
+    """Whether a level plan (one task count from its first slot to the same completion
+    slot) replaces the cheapest one: it is feasible and costs at most ``slack`` x the
+    cheapest plan's payoff more.
+
+    With per-slot prices alone a plan is indifferent to count changes: 1 + 4 workers costs
+    what 3 + 2 does on an idle cluster, and the dynamic programs' ties often land there.
+    On the testbed every change is a checkpoint and a restart, so a plan that keeps one
+    count is worth a little more priced cost. Bounding the extra by a share of the payoff
+    makes it free where prices are low (an idle cluster: costs are small beside utility)
+    and refused where capacity is contended (costs near utility): the spare capacity a
+    level plan books would be refused to later jobs there.
+    """
+    if slack <= 0 or best_payoff <= 0 or not math.isfinite(level_cost):
+        return False
+    return level_cost - best_cost <= slack * best_payoff
+
+
 def completion_utility(job: JobSpec, first: int) -> Callable[[int], float]:
     """Utility of completing in slot ``first + i``, as a function of i (duration counted
     from the job's arrival slot; a progress utility is worth its value at the whole work
@@ -226,9 +257,22 @@ class CommittingPolicy(Policy):
     (:meth:`_best_effort`); the slot loop, the records and the release rules are here."""
 
     def __init__(
-        self, *, release_on_early_finish: bool = False, best_effort: bool = True, **options: Any
+        self,
+        *,
+        release_on_early_finish: bool = False,
+        best_effort: bool = True,
+        steady_slack: float = DEFAULT_STEADY_SLACK,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
+        if not (
+            isinstance(steady_slack, (int, float))
+            and not isinstance(steady_slack, bool)
+            and 0 <= steady_slack <= 1
+        ):
+            raise ValueError(f"steady_slack must be a number in [0, 1], got {steady_slack!r}")
+        #: Share of a plan's payoff a level plan may give up (:func:`take_level`; 0: never).
+        self.steady_slack = float(steady_slack)
         for flag, value in (
             ("release_on_early_finish", release_on_early_finish),
             ("best_effort", best_effort),

@@ -40,6 +40,8 @@ from mlsched.scheduler.committed import (
     CommittedPlans,
     CommittingPolicy,
     completion_utility,
+    count_changes,
+    take_level,
 )
 from mlsched.scheduler.oasis.needs import JobNeeds, per_worker_rate
 from mlsched.scheduler.oasis.placement import Layout, SlotOffer, largest_fit, place, slot_costs
@@ -48,6 +50,7 @@ from mlsched.scheduler.oasis.schedule import (
     DP_VARIANTS,
     FastDP,
     ReferenceDP,
+    Schedule,
     Search,
     SlotDP,
     best_schedule,
@@ -240,10 +243,10 @@ class OasisPolicy(CommittingPolicy):
         record = (search.best_payoff, math.nan, None, search.examined)
         if search.best is None:
             return self._reject(search, first, end), record
-        plan = self._commit(job, needs, search, offer, first)
+        best = self._level(needs, search.best, costs)
+        plan = self._commit(job, needs, best, offer, first)
         completion = plan.completion_slot
         assert completion is not None
-        best = search.best
         reason = (
             f"payoff {best.payoff:.4g} = utility {best.utility:.4g} - cost {best.cost:.4g}; "
             f"slots {plan.first_slot}..{completion}"
@@ -254,6 +257,27 @@ class OasisPolicy(CommittingPolicy):
             completion,
             search.examined,
         )
+
+    def _level(
+        self, needs: JobNeeds, best: Schedule, costs: Callable[[int], np.ndarray]
+    ) -> Schedule:
+        """``best``, or the plan that runs the fewest allowed workers doing the work in
+        every slot from its first to its completion, where :func:`take_level` prefers it."""
+        start = next(i for i, y in enumerate(best.workers) if y > 0)
+        if count_changes(best.workers[start:]) == 0:
+            return best
+        n = best.completion - start + 1
+        allowed = needs.workers_allowed()
+        ys = allowed[allowed * n >= needs.work]
+        if not ys.size:
+            return best
+        y = int(ys[0])
+        cost = sum(float(costs(i)[y]) for i in range(start, best.completion + 1))
+        if not take_level(
+            best_cost=best.cost, best_payoff=best.payoff, level_cost=cost, slack=self.steady_slack
+        ):
+            return best
+        return Schedule((0,) * start + (y,) * n, best.completion, cost, best.utility)
 
     def _layout(self, job: JobSpec) -> Layout:
         assert self._estimator is not None and self.context is not None
@@ -294,20 +318,19 @@ class OasisPolicy(CommittingPolicy):
         self,
         job: JobSpec,
         needs: JobNeeds,
-        search: Search,
+        best: Schedule,
         offer: Callable[[int], SlotOffer],
         first: int,
     ) -> Plan:
-        assert self._committed is not None and search.best is not None
+        assert self._committed is not None
         slots: dict[int, Placement] = {}
-        for i, y in enumerate(search.best.workers):
+        for i, y in enumerate(best.workers):
             if y <= 0:
                 continue
             filled = place(offer(i), needs, y)
             if filled is None:  # the DP only picks counts COST_t priced as feasible
                 raise RuntimeError(f"job {job.job_id}: {y} workers do not fit slot {first + i}")
             slots[first + i] = Placement.of(filled.workers, filled.ps)
-        best = search.best
         return self._committed.commit(job, slots, cost=best.cost, payoff=best.payoff)
 
     # Slots ------------------------------------------------------------------------------

@@ -25,18 +25,25 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.job import Arch, JobSpec
-from mlsched.scheduler.committed import CommittedPlans, CommittingPolicy, completion_utility
+from mlsched.scheduler.committed import (
+    CommittedPlans,
+    CommittingPolicy,
+    completion_utility,
+    count_changes,
+    take_level,
+)
 from mlsched.scheduler.oasis.policy import DEFAULT_WINDOW
 from mlsched.scheduler.pdors.constants import ConstantsEstimator, PdorsConstants
 from mlsched.scheduler.pdors.needs import PdorsNeeds, per_worker_rates
-from mlsched.scheduler.pdors.schedule import DEFAULT_LEVELS, best_schedule
-from mlsched.scheduler.pdors.slot import Rounding, SlotPricer
+from mlsched.scheduler.pdors.schedule import DEFAULT_LEVELS, Schedule, best_schedule
+from mlsched.scheduler.pdors.slot import Rounding, SlotChoice, SlotPricer
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
@@ -65,7 +72,7 @@ class PdorsPolicy(CommittingPolicy):
         exact: bool = False,
         separated: bool = False,
         l_floor_ratio: float = 0.0,
-        utility_floor: float = 0.0,
+        utility_floor: float = 1.0,
         window: int | None = None,
         release_on_early_finish: bool = False,
         best_effort: bool = True,
@@ -222,7 +229,7 @@ class PdorsPolicy(CommittingPolicy):
                 return Admission.reject(RejectKind.CAPACITY, why), record
             why = f"best payoff {search.best_payoff:.4g} is not > 0"
             return Admission.reject(RejectKind.UNPROFITABLE, why), record
-        best = search.best
+        best = self._level(needs, search.best, pricer_at)
         slots = {first + i: Placement.of(c.workers, c.ps) for i, c in enumerate(best.slots) if c}
         plan = self._committed.commit(job, slots, cost=best.cost, payoff=best.payoff)
         completion = first + best.completion
@@ -237,6 +244,31 @@ class PdorsPolicy(CommittingPolicy):
             completion,
             search.examined,
         )
+
+    def _level(
+        self, needs: PdorsNeeds, best: Schedule, pricer_at: Callable[[int], SlotPricer]
+    ) -> Schedule:
+        """``best``, or the plan doing an equal share of the work in every slot from its
+        first to its completion (Alg. 4's cheapest choice for that share), where it has
+        fewer count changes and :func:`take_level` prefers it."""
+        shapes = [_shape(c) for c in best.slots]
+        start = next(i for i, c in enumerate(best.slots) if c is not None)
+        changes = count_changes(shapes[start:])
+        if changes == 0:
+            return best
+        share = needs.work / (best.completion - start + 1)
+        level: list[SlotChoice | None] = [None] * start
+        for i in range(start, best.completion + 1):
+            choice = pricer_at(i).theta(share)
+            if choice is None:
+                return best
+            level.append(choice)
+        cost = sum(c.cost for c in level if c is not None)
+        if count_changes([_shape(c) for c in level[start:]]) >= changes or not take_level(
+            best_cost=best.cost, best_payoff=best.payoff, level_cost=cost, slack=self.steady_slack
+        ):
+            return best
+        return Schedule(best.completion, best.utility, cost, tuple(level))
 
     # Slots ------------------------------------------------------------------------------
     def _best_effort(
@@ -279,6 +311,13 @@ class PdorsPolicy(CommittingPolicy):
                 free[s] -= amount
             out[job_id] = placement
         return out
+
+
+def _shape(choice: SlotChoice | None) -> tuple[int, int, bool] | None:
+    """What a restart depends on: worker and PS counts and the mode (None: idle)."""
+    if choice is None:
+        return None
+    return choice.n_workers, sum(choice.ps.values()), choice.internal
 
 
 def _is_number(value: object) -> bool:

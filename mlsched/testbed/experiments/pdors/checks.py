@@ -7,13 +7,13 @@ carries the figures it was decided on.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from mlsched.testbed.experiments.base import Check
-from mlsched.testbed.experiments.pdors.common import MIXES, PRIMARY
+from mlsched.testbed.experiments.pdors.common import MIXES, PDORS, PRIMARY
 
 Records = Sequence[dict[str, Any]]
 
@@ -55,14 +55,33 @@ def _fmt(v: float | None, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def check_utility(records: Records, names: Sequence[str]) -> Check:
+def with_variants(check: Callable[[str], Check]) -> Check:
+    """``check`` decided for PD-ORS as shipped; its detail says for which PD-ORS variants
+    it holds and adds a variant's own figures where they differ."""
+    main = check(PRIMARY)
+    held = [PRIMARY] if main.passed else []
+    detail = main.detail
+    for variant in PDORS[1:]:
+        other = check(variant)
+        if other.passed:
+            held.append(variant)
+        if other.detail != main.detail:
+            detail += f" | {variant}: {other.detail}"
+    return Check(
+        main.name,
+        main.passed,
+        detail + (f"; holds for {', '.join(held)}" if held else "; holds for no PD-ORS variant"),
+    )
+
+
+def check_utility(records: Records, names: Sequence[str], primary: str = PRIMARY) -> Check:
     """1. PD-ORS has the highest total utility at every job count."""
     sweep = utility_sweep(records, names)
     util = sweep["total_utility"]
-    others = [n for n in names if n != PRIMARY]
+    others = [n for n in names if n not in PDORS]
     held = []
     for i in range(len(sweep["values"])):
-        mine = util[PRIMARY]["mean"][i]
+        mine = util[primary]["mean"][i]
         best = max((util[n]["mean"][i] or 0.0) for n in others) if others else 0.0
         held.append(mine is not None and mine > 0 and mine >= best)
     table = "; ".join(f"{n}: " + " / ".join(_fmt(v, ".0f") for v in util[n]["mean"]) for n in names)
@@ -73,10 +92,10 @@ def check_utility(records: Records, names: Sequence[str]) -> Check:
     )
 
 
-def check_gain_grows(records: Records) -> Check:
+def check_gain_grows(records: Records, primary: str = PRIMARY) -> Check:
     """2. PD-ORS's advantage over OASiS grows with the number of jobs (Fig. 8)."""
-    sweep = utility_sweep(records, (PRIMARY, "oasis"))
-    pd, oa = sweep["total_utility"][PRIMARY]["mean"], sweep["total_utility"]["oasis"]["mean"]
+    sweep = utility_sweep(records, (primary, "oasis"))
+    pd, oa = sweep["total_utility"][primary]["mean"], sweep["total_utility"]["oasis"]["mean"]
     gaps = [None if a is None or b is None else a - b for a, b in zip(pd, oa, strict=True)]
     ok = (
         len(gaps) > 1
@@ -94,12 +113,12 @@ def check_gain_grows(records: Records) -> Check:
     )
 
 
-def check_median(records: Records, names: Sequence[str]) -> Check:
+def check_median(records: Records, names: Sequence[str], primary: str = PRIMARY) -> Check:
     """3. PD-ORS has the lowest median training time (Fig. 9)."""
     feasible = {n: mean_by(records, n, ["median_training_slots_feasible"]) for n in names}
     every = {n: mean_by(records, n, ["median_training_slots"]) for n in names}
-    mine = feasible[PRIMARY]["median_training_slots_feasible"]
-    others = [feasible[n]["median_training_slots_feasible"] for n in names if n != PRIMARY]
+    mine = feasible[primary]["median_training_slots_feasible"]
+    others = [feasible[n]["median_training_slots_feasible"] for n in names if n not in PDORS]
     ok = mine is not None and all(o is not None and mine < o for o in others)
     point = records[0] if records else {}
     detail = (
@@ -181,12 +200,12 @@ def check_rounding(records: Records, gains: Sequence[float]) -> Check:
     )
 
 
-def mix_gains(records: Records) -> dict[str, float | None]:
+def mix_gains(records: Records, primary: str = PRIMARY) -> dict[str, float | None]:
     """Job mix -> (U_PD-ORS - U_OASiS) / U_OASiS on mean utilities."""
     out: dict[str, float | None] = {}
     for mix in MIXES:
         pd = _mean(
-            r["total_utility"] for r in records if r["mix"] == mix and r["scheme"] == PRIMARY
+            r["total_utility"] for r in records if r["mix"] == mix and r["scheme"] == primary
         )
         oa = _mean(
             r["total_utility"] for r in records if r["mix"] == mix and r["scheme"] == "oasis"
@@ -195,9 +214,9 @@ def mix_gains(records: Records) -> dict[str, float | None]:
     return out
 
 
-def check_mix(records: Records) -> Check:
+def check_mix(records: Records, primary: str = PRIMARY) -> Check:
     """6. The gain over OASiS is smaller with the 30/69/1 mix than with 10/55/35."""
-    gains = mix_gains(records)
+    gains = mix_gains(records, primary)
     a, b = gains.get("10/55/35"), gains.get("30/69/1")
     return Check(
         "6: the gain over OASiS is smaller with the 30/69/1 mix than with 10/55/35",

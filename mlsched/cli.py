@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,63 @@ __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main"
 log = logging.getLogger(__name__)
 
 
+def _version() -> str:
+    try:
+        return version("mlsched")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, but a second occurrence of the option is an error: with the
+    plain action ``--policy fifo --policy drf`` silently runs drf alone."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        _once(self, parser, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _once(
+    action: argparse.Action,
+    parser: argparse.ArgumentParser,
+    namespace: argparse.Namespace,
+    option_string: str | None,
+) -> None:
+    """Refuse a single-value option given twice (positionals are called once anyway)."""
+    if not option_string:
+        return
+    given: set[str] = namespace.__dict__.setdefault(_GIVEN, set())
+    if action.dest in given:
+        parser.error(f"{'/'.join(action.option_strings)} given more than once (it takes one value)")
+    given.add(action.dest)
+
+
+#: Namespace attribute holding the single-value options seen so far (removed after parsing).
+_GIVEN = "_mlsched_given"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every ``store`` option of the command and its subcommands is single-valued."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.__dict__.pop(_GIVEN, None)
+        return ns, rest
+
+
 class EnvDefault(argparse.Action):
     """An option whose default comes from ``MLSCHED_<DEST>`` when that is set.
 
@@ -85,6 +143,7 @@ class EnvDefault(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        _once(self, parser, namespace, option_string)
         setattr(namespace, self.dest, values)
 
 
@@ -131,9 +190,10 @@ _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
 
 
 def get_args_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
     )
+    parser.add_argument("--version", action="version", version=f"mlsched {_version()}")
     levels = ["debug", "info", "warning", "error"]
     parser.add_argument(
         "--log-level",

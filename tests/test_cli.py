@@ -216,6 +216,37 @@ def _minutes(text: str) -> float:
     return value * {"s": 1 / 60, "m": 1.0, "h": 60.0}[unit]
 
 
+def test_version_names_the_installed_package(capsys):
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("mlsched ") and out.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["simulate", "--workload", "demo", "--policy", "fifo", "--policy", "drf"], "--policy"),
+        (
+            ["simulate", "--workload", "demo", "--policy", "fifo", "--seed", "1", "--seed", "2"],
+            "--seed",
+        ),
+        (["train", "--model", "mlp", "--model", "resnet20"], "--model"),
+        (["status", "--controller", "a:1", "--controller", "b:2"], "--controller"),
+    ],
+    ids=["policy", "env-default", "train", "cluster-command"],
+)
+def test_a_single_value_option_given_twice_is_refused(argv: list[str], flag: str, capsys):
+    """The second value used to win silently (``--policy fifo --policy drf`` ran drf)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} given more than once" in err
+
+
+def test_repeatable_options_still_repeat(tmp_path: Path):
+    argv = ["simulate", *_SMALL, "--policy", "oasis", "-P", "steady_slack=0", "-P", "window=20"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+
+
 def test_env_default_for_seed(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("MLSCHED_SEED", "5")
     assert main(["simulate", *_SMALL, "--policy", "fifo", "--out", str(tmp_path)]) == 0

@@ -15,7 +15,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -26,9 +26,11 @@ import yaml
 
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
+from mlsched.controller.engine import RunResult
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.core.train_config import TrainConfig
 from mlsched.scheduler.registry import available, create
+from mlsched.testbed.comparison import write_comparison
 from mlsched.testbed.experiments import experiments, run_experiment
 from mlsched.testbed.experiments.base import ProgressFactory, no_progress
 from mlsched.testbed.experiments.runner import (
@@ -38,7 +40,7 @@ from mlsched.testbed.experiments.runner import (
     compare,
     simulate,
 )
-from mlsched.testbed.metrics import job_rows, summarize
+from mlsched.testbed.metrics import Summary, job_rows, summarize
 from mlsched.testbed.report import (
     experiment_report,
     run_footer,
@@ -204,9 +206,17 @@ def get_args_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("simulate", help="run one policy on one workload in the simulator")
+    p = sub.add_parser(
+        "simulate", help="run one or several policies on the same workload in the simulator"
+    )
     p.add_argument("--workload", required=True, help="built-in workload name or a file")
-    p.add_argument("--policy", required=True, help="registered policy (mlsched policies)")
+    p.add_argument(
+        "--policy",
+        required=True,
+        action="append",
+        help="registered policy (mlsched policies); several: a comma list or the flag "
+        "repeated, each run on the same jobs",
+    )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
     for flags, kind, default, text in _WORKLOAD_ARGS:
         p.add_argument(*flags, type=kind, default=default, help=text)
@@ -220,12 +230,15 @@ def get_args_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "-P",
+        "--set",
         "--policy-option",
+        dest="policy_option",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="policy option, e.g. -P g_delta=0.8 (repeatable; values are YAML scalars; "
-        "docs/algorithms/ lists each policy's)",
+        metavar="[POLICY.]KEY=VALUE",
+        help="policy option, e.g. -P g_delta=0.8, or for one of several policies "
+        "-P oasis.steady_slack=0 (repeatable; values are YAML scalars; docs/algorithms/ "
+        "lists each policy's)",
     )
     g = p.add_argument_group("simulated truth (how reality departs from the job specs)")
     for flags, kind, default, text in _TRUTH_ARGS:
@@ -310,6 +323,36 @@ def _pairs(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
     return out
 
 
+def _policy_list(values: Sequence[str]) -> tuple[str, ...]:
+    """``--policy a,b --policy c`` -> (a, b, c); empty names and repeats are refused."""
+    names = [n.strip() for v in values for n in v.split(",")]
+    for name in names:
+        if not name:
+            raise SpecError("--policy", ",".join(values), "policy names separated by commas")
+        if names.count(name) > 1:
+            raise SpecError("--policy", name, "each policy once")
+    return tuple(names)
+
+
+def _options_for(
+    policy: str, options: Mapping[str, Any], policies: Sequence[str]
+) -> dict[str, Any]:
+    """The options of ``policy``: unscoped keys (every policy) and ``policy.key`` ones."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        scope, dot, name = key.rpartition(".")
+        if not dot:
+            out[key] = value
+            continue
+        if scope not in policies:
+            raise SpecError(
+                f"--policy-option {key}", scope, f"one of the policies run ({', '.join(policies)})"
+            )
+        if scope == policy:
+            out[name] = value
+    return out
+
+
 def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
     out = _pairs(pairs, "--workload-option", "servers=10")
     if cluster is not None:
@@ -334,7 +377,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         return Config(
             cmd,
             workload=args.workload,
-            policies=(args.policy,),
+            policies=_policy_list(args.policy),
             seed=args.seed,
             jobs=args.jobs,
             horizon=args.horizon,
@@ -414,24 +457,31 @@ def _simulate(config: Config) -> int:
         slot_seconds=config.slot_seconds,
         options=config.options,
     )
-    policy = config.policies[0]
-    try:  # bad options fail here, named, before any slot runs
-        create(policy, **config.policy_options)
-    except ValueError as err:
-        expected = f"options {policy} accepts ({err})"
-        raise SpecError("--policy-option", config.policy_options, expected) from None
+    options = {p: _options_for(p, config.policy_options, config.policies) for p in config.policies}
+    for policy, opts in options.items():
+        try:  # bad options fail here, named, before any slot runs
+            create(policy, **opts)
+        except ValueError as err:
+            expected = f"options {policy} accepts ({err})"
+            raise SpecError("--policy-option", opts, expected) from None
     print(run_header(workload, config.seed))
-    sim = SimulationConfig(
-        policy, seed=config.seed, truth=config.truth, policy_options=config.policy_options
-    )
-    with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
-        result = simulate(workload, sim, progress=lambda slot: advance(1))
-    summary = summarize(result)
-    print(summary_table([summary]))
-    print(run_footer(summary))
-    if config.out is not None:
+    runs: list[tuple[Summary, RunResult]] = []
+    for policy in config.policies:
+        sim = SimulationConfig(
+            policy, seed=config.seed, truth=config.truth, policy_options=options[policy]
+        )
+        with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
+            result = simulate(workload, sim, progress=lambda slot: advance(1))
+        runs.append((summarize(result), result))
+    print(summary_table([s for s, _ in runs]))
+    for summary, _ in runs:
+        print((f"{summary.policy}: " if len(runs) > 1 else "") + run_footer(summary))
+    if config.out is None:
+        return 0
+    several = len(runs) > 1
+    for summary, result in runs:
         paths = write_run(
-            config.out,
+            config.out / summary.policy if several else config.out,
             summary,
             job_rows(result),
             workload=workload,
@@ -439,6 +489,11 @@ def _simulate(config: Config) -> int:
             truth=asdict(config.truth),
         )
         print(f"wrote {paths[0]} and {paths[1]}")
+    if several:
+        written = write_comparison(
+            config.out, runs, workload=workload, seed=config.seed, policy_options=options
+        )
+        print(f"wrote {written[0]} and {len(written) - 1} plots")
     return 0
 
 

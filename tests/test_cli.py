@@ -225,7 +225,7 @@ def test_version_names_the_installed_package(capsys):
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
-        (["simulate", "--workload", "demo", "--policy", "fifo", "--policy", "drf"], "--policy"),
+        (["simulate", "--workload", "demo", "--workload", "x", "--policy", "fifo"], "--workload"),
         (
             ["simulate", "--workload", "demo", "--policy", "fifo", "--seed", "1", "--seed", "2"],
             "--seed",
@@ -233,13 +233,48 @@ def test_version_names_the_installed_package(capsys):
         (["train", "--model", "mlp", "--model", "resnet20"], "--model"),
         (["status", "--controller", "a:1", "--controller", "b:2"], "--controller"),
     ],
-    ids=["policy", "env-default", "train", "cluster-command"],
+    ids=["workload", "env-default", "train", "cluster-command"],
 )
 def test_a_single_value_option_given_twice_is_refused(argv: list[str], flag: str, capsys):
-    """The second value used to win silently (``--policy fifo --policy drf`` ran drf)."""
+    """The second value used to win silently."""
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"{flag} given more than once" in err
+
+
+def test_several_policies_run_on_the_same_jobs_side_by_side(tmp_path: Path, capsys):
+    argv = ["simulate", *_SMALL, "--policy", "fifo,drf", "--policy", "oasis"]
+    argv += ["--set", "oasis.steady_slack=0", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    table = [line.split()[0] for line in printed.splitlines()]
+    assert {"fifo", "drf", "oasis"} <= set(table)
+    data = json.loads((tmp_path / "comparison.json").read_text())
+    assert data["policies"] == ["fifo", "drf", "oasis"]
+    assert data["policy_options"] == {"fifo": {}, "drf": {}, "oasis": {"steady_slack": 0}}
+    for name in data["policies"]:
+        one = json.loads((tmp_path / name / "summary.json").read_text())
+        assert one["policy"] == name and one["jobs"] == data["jobs"] == 10
+        assert data["summaries"][name]["total_utility"] == one["total_utility"]
+    for plot in ("jct_cdf.png", "utilization.png"):
+        assert (tmp_path / plot).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("policies", "option", "needle"),
+    [
+        ("fifo,fifo", [], "each policy once"),
+        ("fifo,,drf", [], "separated by commas"),
+        ("fifo,drf", ["-P", "oasis.window=3"], "one of the policies run"),
+        ("fifo,oasis", ["-P", "steady_slack=0"], "options fifo accepts"),
+    ],
+    ids=["repeat", "empty", "scope", "unscoped-to-all"],
+)
+def test_bad_policy_lists_and_options_are_refused_by_name(
+    policies: str, option: list[str], needle: str, capsys
+):
+    assert main(["simulate", "--workload", "demo", "--policy", policies, *option]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_repeatable_options_still_repeat(tmp_path: Path):

@@ -216,6 +216,23 @@ def _minutes(text: str) -> float:
     return value * {"s": 1 / 60, "m": 1.0, "h": 60.0}[unit]
 
 
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["simulate", "--help"], ["--truth-compute-scale", "(default: 1.0)", "(default: 0)"]),
+        (["controller", "--help"], ["(default: 127.0.0.1:50051)", "(default: fifo)"]),
+        (["experiment", "--help"], ["(default: default)"]),
+    ],
+    ids=["simulate", "controller", "experiment"],
+)
+def test_help_states_the_defaults(argv: list[str], shown: list[str], capsys):
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())  # help wraps lines
+    for text in shown:
+        assert text in out, text
+    assert "(default: None)" not in out and "(default: False)" not in out
+
+
 def test_version_names_the_installed_package(capsys):
     assert main(["--version"]) == 0
     out = capsys.readouterr().out.strip()

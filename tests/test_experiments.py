@@ -20,10 +20,8 @@ _REQUIRED = {"experiment", "seeds", "scale", "wall_seconds", "summary", "checks"
 
 def test_baselines_via_cli_writes_results_and_plots(tmp_path: Path, capsys):
     out = tmp_path / "baselines"
-    assert (
-        main(["experiment", "baselines", "--seeds", "1", "--scale", "smoke", "--out", str(out)])
-        == 0
-    )
+    argv = ["experiment", "baselines", "--seeds", "1", "--scale", "smoke", "--no-strict"]
+    assert main([*argv, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())
     # The printed verdict of each check is the one results.json records.
@@ -58,6 +56,20 @@ def test_a_failing_policy_is_recorded_and_skipped(tmp_path: Path, monkeypatch):
     assert results["failures"] and results["failures"][0]["policy"] == "no-such-policy"
     check = next(c for c in results["checks"] if "without error" in c["name"])
     assert check["passed"] is False
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_failed_check_exits_1_unless_no_strict(passed: bool, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setattr(exp_base, "_REGISTRY", dict(exp_base._REGISTRY))
+
+    @register_experiment("one-check", "a single check that passes or not")
+    def one(*, scale: str, seeds: int, out_dir: Path, progress: Any) -> dict[str, Any]:
+        return {"summary": {}, "checks": [exp_base.Check("claim", passed, "x").to_dict()]}
+
+    argv = ["experiment", "one-check", "--out", str(tmp_path)]
+    assert main(argv) == (0 if passed else 1)
+    assert ("1 check(s) failed: claim" in capsys.readouterr().err) is not passed
+    assert main([*argv, "--no-strict"]) == 0
 
 
 def test_registry_runs_a_new_experiment(tmp_path: Path, monkeypatch):

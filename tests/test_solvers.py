@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -156,3 +157,33 @@ def test_result_is_frozen() -> None:
     assert isinstance(res, SolveResult)
     with pytest.raises(AttributeError):
         res.objective = 1.0  # type: ignore[misc]
+
+
+def test_native_solver_prints_go_to_stderr_not_stdout(capfd: pytest.CaptureFixture[str]) -> None:
+    """HiGHS prints some diagnostics from C whatever its options say; here its whole log
+    (``disp``) stands in for them: it must land on stderr, and stdout must work after."""
+    from scipy.optimize import LinearConstraint, milp
+
+    from mlsched.scheduler.solvers.quiet import stdout_to_stderr
+
+    with stdout_to_stderr():
+        res = milp(
+            -np.array(KS_VALUES),
+            integrality=np.ones(3),
+            bounds=Bounds(0, 1),
+            constraints=LinearConstraint(KS_WEIGHTS, -np.inf, KS_CAP),
+            options={"disp": True},
+        )
+        os.write(1, b"raw fd 1\n")
+    print("after")
+    out, err = capfd.readouterr()
+    assert res.status == 0 and -res.fun == pytest.approx(9.0)
+    assert out == "after\n"
+    assert "raw fd 1" in err and "HiGHS" in err  # the solver's log, moved, not lost
+
+
+def test_the_wrappers_print_nothing_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
+    solve_lp(LP_C, LP_A, LP_B, maximize=True)
+    solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, integrality=[1, 1, 1], bounds=(0, 1), maximize=True,
+               time_limit_s=5.0)  # fmt: skip
+    assert capfd.readouterr().out == ""

@@ -10,7 +10,8 @@ error. So these functions
 * always bound a MILP by a wall-clock ``time_limit_s`` (required, > 0), so that one hard
   instance cannot stall a simulation; a MILP stopped by the limit with an incumbent is
   reported as feasible-but-not-proven-optimal (:attr:`SolveStatus.TIME_LIMIT`);
-* take ``maximize=True`` and report the objective in the caller's sense.
+* take ``maximize=True`` and report the objective in the caller's sense;
+* keep HiGHS's own prints off standard output (:mod:`~mlsched.scheduler.solvers.quiet`).
 
 scipy's status codes (``linprog`` and ``milp`` agree): 0 optimal, 1 iteration/time/node
 limit, 2 infeasible, 3 unbounded, 4 other (numerical trouble; for ``milp`` also "infeasible
@@ -28,6 +29,8 @@ from typing import Any, TypeAlias
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+from mlsched.scheduler.solvers.quiet import stdout_to_stderr
 
 __all__ = ["SolveResult", "SolveStatus", "solve_lp", "solve_milp"]
 
@@ -159,16 +162,17 @@ def solve_lp(
                 strict=True,
             )
         )
-    res = linprog(
-        cost,
-        A_ub=A_ub,
-        b_ub=b_ub,
-        A_eq=A_eq,
-        b_eq=b_eq,
-        bounds=(0, None) if bounds is None else bounds,
-        method="highs",
-        options=options,
-    )
+    with stdout_to_stderr():
+        res = linprog(
+            cost,
+            A_ub=A_ub,
+            b_ub=b_ub,
+            A_eq=A_eq,
+            b_eq=b_eq,
+            bounds=(0, None) if bounds is None else bounds,
+            method="highs",
+            options=options,
+        )
     return _result(res, maximize, "lp")
 
 
@@ -236,11 +240,12 @@ def solve_milp(
             raise ValueError(f"A_{name} and b_{name} go together")
         rhs = np.atleast_1d(np.asarray(b, dtype=float))
         constraints.append(LinearConstraint(A, np.full(rhs.shape, -np.inf) if lo else rhs, rhs))
-    res = milp(
-        cost,
-        integrality=kinds,
-        bounds=_to_bounds(bounds, n),
-        constraints=constraints or None,
-        options=options,
-    )
+    with stdout_to_stderr():
+        res = milp(
+            cost,
+            integrality=kinds,
+            bounds=_to_bounds(bounds, n),
+            constraints=constraints or None,
+            options=options,
+        )
     return _result(res, maximize, "milp")

@@ -12,6 +12,7 @@ Options that read ``MLSCHED_<NAME>`` take a flag over the environment over the d
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -29,7 +30,7 @@ from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cl
 from mlsched.controller.engine import RunResult
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.core.train_config import TrainConfig
-from mlsched.scheduler.registry import available, create
+from mlsched.scheduler.registry import available, create, registered
 from mlsched.testbed.comparison import write_comparison
 from mlsched.testbed.experiments import experiments, run_experiment
 from mlsched.testbed.experiments.base import ProgressFactory, no_progress
@@ -46,6 +47,7 @@ from mlsched.testbed.report import (
     run_footer,
     run_header,
     summary_table,
+    to_json,
     write_run,
 )
 from mlsched.testbed.simulator import TruthConfig
@@ -264,10 +266,18 @@ def get_args_parser() -> argparse.ArgumentParser:
     for flags, kind, default, text in _TRUTH_ARGS:
         g.add_argument(*flags, type=kind, default=default, help=text)
     p.add_argument("--out", type=Path, help="directory for summary.json and jobs.csv")
+    p.add_argument(
+        "--json", action="store_true", help="print the run summaries as JSON (notes on stderr)"
+    )
 
-    sub.add_parser("policies", help="list the registered policies")
-    sub.add_parser("workloads", help="list the built-in workloads")
-    sub.add_parser("experiments", help="list the registered experiments")
+    for name, text in (
+        ("policies", "list the registered policies"),
+        ("workloads", "list the built-in workloads"),
+        ("experiments", "list the registered experiments"),
+    ):
+        sub.add_parser(name, help=text).add_argument(
+            "--json", action="store_true", help="a JSON list of {name, description, ...}"
+        )
 
     p = sub.add_parser("experiment", help="run a named comparison (results.json + plots)")
     p.add_argument("name", help="experiment name (mlsched experiments)")
@@ -333,6 +343,7 @@ class Config:
     seeds: int | None = None
     scale: str = "default"
     strict: bool = True  # experiment: a failed check exits 1
+    json: bool = False  # listings and simulate: JSON on stdout
     progress: bool = False
     train: TrainConfig | None = None
 
@@ -413,6 +424,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             policy_options=_pairs(args.policy_option, "--policy-option", "g_delta=0.8"),
             truth=truth,
             out=args.out,
+            json=args.json,
             progress=_progress_enabled(),
         )
     if cmd == "experiment":
@@ -430,6 +442,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         return Config(cmd, policies=tuple(args.policy), seed=args.seed)  # --simulated
     if cmd == "train":
         return Config(cmd, train=train_config(args))
+    if cmd in ("policies", "workloads", "experiments"):
+        return Config(cmd, json=args.json)
     return Config(cmd)
 
 
@@ -437,9 +451,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def run(config: Config) -> int:
     handler: dict[str, Callable[[Config], int]] = {
         "simulate": _simulate,
-        "policies": lambda c: _print_names(available()),
-        "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE),
-        "experiments": lambda c: _print_names(experiments()),
+        "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
+        "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
+        "experiments": lambda c: _print_names(experiments(), json_out=c.json),
         "experiment": _experiment,
         "demo": _demo,
         "train": lambda c: run_train(c.train) if c.train else 2,
@@ -450,7 +464,23 @@ def run(config: Config) -> int:
 _FILES_NOTE = "(or a workload file: .yaml, .json, or .csv with --cluster; docs/workloads.md)"
 
 
-def _print_names(names: dict[str, str], note: str = "") -> int:
+def _policy_facts(name: str) -> dict[str, Any]:
+    return {"archs": sorted(a.value for a in registered()[name].archs)}
+
+
+def _print_names(
+    names: dict[str, str],
+    note: str = "",
+    *,
+    json_out: bool = False,
+    extra: Callable[[str], dict[str, Any]] | None = None,
+) -> int:
+    if json_out:
+        rows = [
+            {"name": n, "description": d, **(extra(n) if extra else {})} for n, d in names.items()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
     width = max((len(n) for n in names), default=0)
     for name, description in names.items():
         print(f"{name.ljust(width)}  {description}")
@@ -492,7 +522,9 @@ def _simulate(config: Config) -> int:
         except ValueError as err:
             expected = f"options {policy} accepts ({err})"
             raise SpecError("--policy-option", opts, expected) from None
-    print(run_header(workload, config.seed))
+    # With --json, stdout carries only the JSON document; the notes go to stderr.
+    note = sys.stderr if config.json else sys.stdout
+    print(run_header(workload, config.seed), file=note)
     runs: list[tuple[Summary, RunResult]] = []
     for policy in config.policies:
         sim = SimulationConfig(
@@ -501,9 +533,12 @@ def _simulate(config: Config) -> int:
         with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
             result = simulate(workload, sim, progress=lambda slot: advance(1))
         runs.append((summarize(result), result))
-    print(summary_table([s for s, _ in runs]))
-    for summary, _ in runs:
-        print((f"{summary.policy}: " if len(runs) > 1 else "") + run_footer(summary))
+    if config.json:
+        print(json.dumps([to_json(s.to_dict()) for s, _ in runs], indent=2))
+    else:
+        print(summary_table([s for s, _ in runs]))
+        for summary, _ in runs:
+            print((f"{summary.policy}: " if len(runs) > 1 else "") + run_footer(summary))
     if config.out is None:
         return 0
     several = len(runs) > 1
@@ -516,12 +551,12 @@ def _simulate(config: Config) -> int:
             seed=config.seed,
             truth=asdict(config.truth),
         )
-        print(f"wrote {paths[0]} and {paths[1]}")
+        print(f"wrote {paths[0]} and {paths[1]}", file=note)
     if several:
         written = write_comparison(
             config.out, runs, workload=workload, seed=config.seed, policy_options=options
         )
-        print(f"wrote {written[0]} and {len(written) - 1} plots")
+        print(f"wrote {written[0]} and {len(written) - 1} plots", file=note)
     return 0
 
 

@@ -233,6 +233,25 @@ def test_help_states_the_defaults(argv: list[str], shown: list[str], capsys):
     assert "(default: None)" not in out and "(default: False)" not in out
 
 
+@pytest.mark.parametrize("command", ["policies", "workloads", "experiments"])
+def test_listings_as_json(command: str, capsys):
+    assert main([command, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(set(r) >= {"name", "description"} for r in rows)
+    if command == "policies":
+        archs = {r["name"]: r["archs"] for r in rows}
+        assert archs["pd_ors"] == ["ps"] and archs["fifo"] == ["allreduce", "ps"]
+
+
+def test_simulate_json_keeps_stdout_to_the_document(tmp_path: Path, capsys):
+    argv = ["simulate", *_SMALL, "--policy", "fifo,drf", "--json", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    runs = json.loads(captured.out, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert [r["policy"] for r in runs] == ["fifo", "drf"]
+    assert "comparison.json" in captured.err and "oasis-paper" in captured.err
+
+
 def test_version_names_the_installed_package(capsys):
     assert main(["--version"]) == 0
     out = capsys.readouterr().out.strip()

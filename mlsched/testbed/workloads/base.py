@@ -207,9 +207,18 @@ def load_workload(
             opts[sorted(opts)[0]],
             "no generator options for a workload file (only 'cluster' for CSV)",
         )
+    from mlsched.testbed.workloads.traps import warn_traps
+
     workload = load_workload_file(path, cluster=cluster)
     if jobs is not None:
         workload = workload.head(jobs)
+    given = workload.notes.get("slot_seconds_given", True)
+    warn_traps(
+        str(path),
+        workload.jobs,
+        file_slot_seconds=workload.slot_seconds if given else None,
+        slot_seconds=slot_seconds,
+    )
     return workload.with_settings(horizon_slots=horizon, slot_seconds=slot_seconds)
 
 

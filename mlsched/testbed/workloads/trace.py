@@ -36,6 +36,7 @@ from mlsched.core.fields import check_keys, req_int, req_mapping
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_DOCUMENT_BYTES
 from mlsched.testbed.workloads.base import Workload, check_runtime_families
+from mlsched.testbed.workloads.traps import DEFAULT_SLOT_SECONDS
 
 __all__ = [
     "load_cluster_file",
@@ -105,7 +106,11 @@ def load_workload_file(
                 where=str(p),
             )
         return Workload(
-            name=p.stem, cluster=given, jobs=tuple(load_trace_csv(p)), description=f"trace {p.name}"
+            name=p.stem,
+            cluster=given,
+            jobs=tuple(load_trace_csv(p)),
+            description=f"trace {p.name}",
+            notes={"slot_seconds_given": False},
         )
     if suffix not in (".yaml", ".yml", ".json"):
         raise SpecError("workload", str(p), "a .yaml, .yml, .json or .csv file")
@@ -138,7 +143,7 @@ def _from_document(path: Path, doc: Any, given: Cluster | None) -> Workload:
         horizon = data.get("horizon_slots")
         if horizon is not None:
             horizon = req_int(data, "horizon_slots", "", minimum=1)
-        slot_seconds = data.get("slot_seconds", 3600.0)
+        slot_seconds = data.get("slot_seconds", DEFAULT_SLOT_SECONDS)
         if (
             isinstance(slot_seconds, bool)
             or not isinstance(slot_seconds, (int, float))
@@ -171,6 +176,7 @@ def _from_document(path: Path, doc: Any, given: Cluster | None) -> Workload:
             slot_seconds=float(slot_seconds),
             runtime=dict(runtime),
             description=description,
+            notes={"slot_seconds_given": "slot_seconds" in data},
         )
     except SpecError as err:
         raise _located(err, where) from None

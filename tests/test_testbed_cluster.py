@@ -4,6 +4,7 @@ real trainers, a real SQLite state file."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,10 @@ import grpc
 import pytest
 import yaml
 from cluster_helpers import agents, all_final, controller, mlp_job, stub, wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 from mlsched.cli import main
+from mlsched.controller.config import ControllerConfig
 from mlsched.core.errors import SpecError
 from mlsched.v1 import jobs_pb2
 
@@ -69,8 +72,23 @@ class _OrderedLock:
         self.release()
 
 
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, sorted labels) -> value, parsed with prometheus_client's own parser."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_listen_is_checked() -> None:
+    with pytest.raises(SpecError, match="metrics_listen"):
+        ControllerConfig(metrics_listen="9100").validate()
+
+
 def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -> None:
-    ctl = controller(tmp_path, min_agents=2, slot_seconds=5.0)
+    ctl = controller(tmp_path, min_agents=2, slot_seconds=5.0, metrics_listen="127.0.0.1:0")
     lock = ctl.executor._lock = _OrderedLock(ctl.executor._lock, ctl.store._lock)  # type: ignore[assignment]
     try:
         with agents(ctl.address, tmp_path, 2):
@@ -106,6 +124,18 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             )
             assert status.model_error_samples > 0
             assert lock.violations == 0  # the store's lock was never held around the executor's
+            # The Prometheus endpoint says the same, scraped over HTTP.
+            assert ctl.metrics is not None
+            scraped = scrape(f"http://127.0.0.1:{ctl.metrics.port}/metrics")
+            assert scraped[("mlsched_jobs", (("state", "done"),))] == 2
+            assert scraped[("mlsched_jobs", (("state", "pending"),))] == 0
+            assert scraped[("mlsched_agents_alive", ())] == 2
+            assert scraped[("mlsched_slot_duration_seconds_count", ())] >= 1
+            calls = ("call", "on_arrival")
+            assert scraped[("mlsched_decision_seconds_count", (calls,))] == 2
+            assert scraped[("mlsched_heartbeat_handling_seconds_count", ())] > 0
+            assert 0 < scraped[("mlsched_model_error_samples", ())] == status.model_error_samples
+            assert ("mlsched_revenue", ()) in scraped
     finally:
         ctl.stop()
 

@@ -73,6 +73,13 @@ def add_cluster_parsers(sub: Any) -> None:
     p.add_argument("--slot-seconds", type=float, default=60.0, help="slot length (s)")
     p.add_argument("--db", default="mlsched.db", help="SQLite state file")
     p.add_argument(
+        "--metrics-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics over plain HTTP at /metrics (counts and timings, no "
+        "job ids; off by default)",
+    )
+    p.add_argument(
         "--checkpoint-root",
         default="checkpoints",
         help="directory for job checkpoints, the same path on every agent (shared storage)",
@@ -192,6 +199,7 @@ def _controller(args: argparse.Namespace) -> int:
         min_agents=args.min_agents,
         task_timeout_s=args.task_timeout,
         seed=args.seed,
+        metrics_listen=args.metrics_listen,
     )
     ctl = Controller(cfg).start()
     print(f"mlsched controller listening on {ctl.address}", flush=True)

@@ -32,6 +32,7 @@ class ControllerConfig:
     task_timeout_s: float = 60.0
     seed: int = 0
     max_failures: int = 3
+    metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (None: off)
 
     def validate(self) -> None:
         if not self.slot_seconds > 0:
@@ -49,3 +50,9 @@ class ControllerConfig:
         if self.agent_secret is not None and self.token is None:
             raise SpecError("agent_secret", "set", "a user token (--token) beside it")
         check_listen(self.listen, self.token, self.agent_secret, tls=self.tls_cert is not None)
+        if self.metrics_listen is not None:
+            host, sep, port = self.metrics_listen.rpartition(":")
+            if not (sep and host and port.isdigit() and 0 <= int(port) <= 65535):
+                raise SpecError(
+                    "metrics_listen", self.metrics_listen, "HOST:PORT (port 0: any free one)"
+                )

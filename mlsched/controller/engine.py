@@ -149,6 +149,8 @@ class Engine:
         self.executor = executor
         self.runtime = runtime
         self.slot_seconds = float(slot_seconds)
+        #: Called with (policy call, seconds) after each call into the policy (metrics).
+        self.observe: Callable[[str, float], None] | None = None
         self.horizon = horizon
         self.user = user
         self.stall_slots = stall_slots
@@ -398,12 +400,16 @@ class Engine:
 
     # Arrivals ---------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
         try:
             return fn(*args)
         except (PolicyError, KeyboardInterrupt):
             raise
         except Exception as err:  # wrap with the policy's name: a policy bug, not bad input
             raise PolicyError(self.policy.name, f"{what} failed: {err!r}") from err
+        finally:
+            if self.observe is not None:
+                self.observe(what, time.perf_counter() - started)
 
     def _admit_arrivals(self, t: int) -> int:
         n = 0

@@ -27,6 +27,7 @@ from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.config import ControllerConfig
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
+from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
@@ -87,6 +88,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self.endpoint: Endpoint | None = None
         self.port = 0
+        self.metrics = ControllerMetrics(self) if cfg.metrics_listen is not None else None
         self.agents.load(
             [  # known names keep their order
                 AgentInfo.from_dict(a["agent_id"], a["seq"], a["info"], a["alive"])
@@ -150,6 +152,13 @@ class Controller:
         self._thread = threading.Thread(target=self._loop, name="slot-loop", daemon=True)
         self._thread.start()
         threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True).start()
+        if self.metrics is not None and self.cfg.metrics_listen is not None:
+            port = self.metrics.serve(self.cfg.metrics_listen)
+            log.info(
+                "[controller] metrics on http://%s:%d/metrics",
+                self.cfg.metrics_listen.rpartition(":")[0],
+                port,
+            )
         host = self.cfg.listen.rpartition(":")[0]
         log.info(
             "[controller] listening on %s:%d (policy %s, %gs slots, state %s%s)",
@@ -177,6 +186,8 @@ class Controller:
             self._thread.join(timeout=self.cfg.slot_seconds + 10)
         if self.endpoint is not None:
             self.endpoint.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         self._parser.close()
         self.store.close()
 
@@ -195,7 +206,10 @@ class Controller:
                     continue
                 self._take_requests(self.engine)
                 before = {j: r.state for j, r in self.engine.records.items()}
+                started = time.perf_counter()
                 report = self.engine.step()
+                if self.metrics is not None:
+                    self.metrics.slot_seconds.observe(time.perf_counter() - started)
                 self._after_slot(self.engine, report, before)
                 failures = 0
             except Exception:
@@ -253,6 +267,8 @@ class Controller:
                 stall_slots=10**9,
                 reject_on_policy_error=True,
             )
+            if self.metrics is not None:
+                self.engine.observe = self.metrics.observe_decision
             self._restore(self.engine)
         else:
             waiting = self.engine.reconfigure(cluster, policy)
@@ -419,10 +435,20 @@ class Controller:
 
     def heartbeat(self, beat: Heartbeat) -> AgentInfo | None:
         """Record what an agent reports; None: it must register again."""
+        started = time.perf_counter()
         agent = self.agents.heartbeat(beat)
         if agent is not None:
             self.executor.poke()
+        if self.metrics is not None:
+            self.metrics.heartbeat_seconds.observe(time.perf_counter() - started)
         return agent
+
+    def revenue(self) -> float:
+        """What the jobs priced so far were charged."""
+        engine = self.engine
+        if engine is None:
+            return 0.0
+        return float(sum(r.price_paid for r in list(engine.records.values())))
 
     # Client-facing state ----------------------------------------------------------------
     def _publish(self, engine: Engine) -> None:

@@ -164,3 +164,22 @@ def test_telemetry_sampler_emits_process_samples(tmp_path: Path) -> None:
         assert ("gpus" in r) is nvml
     if not nvml:  # this machine: no NVML library or no GPU
         assert set(got[0]) == {"rank", "type", "t", "nvml", "cpu_percent", "rss_bytes"}
+
+
+def test_the_step_follower_reads_only_whole_new_lines(tmp_path) -> None:
+    """Progress of ``mlsched train``: the highest step so far, from appended lines only,
+    past the lines an earlier run left (a resumed run appends to the same file)."""
+    from mlsched.trainers.launch import StepFollower
+
+    path = tmp_path / "metrics.jsonl"
+    old = '{"type": "iter", "step": 90}\n'
+    path.write_text(old)
+    follower = StepFollower(str(path), offset_lines=1)
+    assert follower.poll() == 0  # the earlier run's step 90 is not this run's
+    with path.open("a") as fh:
+        fh.write('{"type": "event", "step": 50}\n{"type": "iter", "step": 4}\n{"type": "it')
+    assert follower.poll() == 5  # steps 0..4 done; the half-written line waits
+    with path.open("a") as fh:
+        fh.write('er", "step": 7}\n')
+    assert follower.poll() == 8
+    assert StepFollower(str(tmp_path / "absent.jsonl"), 0).poll() == 0

@@ -153,6 +153,8 @@ def test_cli_train_prints_a_summary(sync_run: Run) -> None:
     assert "mlp ps: 2 workers + 1 PS (sync)" in text
     assert f"steps 0..{STOP - 1} (final step {STOP}), {2 * STOP} iterations measured" in text
     assert "loss " in text and "checkpoint: " in text
+    # The real metrics path, not a placeholder.
+    assert f"metrics: {sync_run.cfg.metrics}" in text
 
 
 # Arguments --------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import fields
 from enum import Enum
 from typing import Any
@@ -70,10 +73,38 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     )
 
 
+def _progress(cfg: TrainConfig) -> tuple[Callable[[int], None], Callable[[], None]]:
+    """(report steps done, close): a bar on a terminal, else a line on stderr when the
+    step moved and 10 s have passed (logs, CI)."""
+    total = cfg.stop_step
+    if sys.stderr.isatty() and not os.environ.get("CI"):
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=f"{cfg.model} steps", unit="step", file=sys.stderr)
+
+        def advance(step: int) -> None:
+            bar.update(max(0, min(step, total) - bar.n))
+
+        return advance, bar.close
+    last = {"step": -1, "at": 0.0}
+
+    def line(step: int) -> None:
+        now = time.monotonic()
+        if step != last["step"] and now - last["at"] >= 10.0:
+            print(f"  step {step} / {total}", file=sys.stderr, flush=True)
+            last.update(step=step, at=now)
+
+    return line, lambda: None
+
+
 def run_train(cfg: TrainConfig) -> int:
     from mlsched.trainers.launch import launch
 
-    outcome = launch(cfg)
+    advance, close = _progress(cfg)
+    try:
+        outcome = launch(cfg, progress=advance)
+    finally:
+        close()
     s = outcome.summary
     layout = (
         f"{cfg.num_workers} workers + {cfg.num_ps} PS ({cfg.mode})"
@@ -98,5 +129,5 @@ def run_train(cfg: TrainConfig) -> int:
         print(f"  no iterations ran (final step {s.get('final_step', 0)})")
     for err in s.get("errors", []):
         print(f"  error: {err}", file=sys.stderr)
-    print(f"  checkpoint: {cfg.checkpoint_dir}; metrics: {cfg.metrics or 'CKPT/metrics.jsonl'}")
+    print(f"  checkpoint: {cfg.checkpoint_dir}; metrics: {outcome.metrics_path}")
     return 0 if outcome.ok else 1

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -57,6 +57,7 @@ class JobOutcome:
     returncodes: list[int]
     wall_s: float
     summary: dict[str, Any] = field(default_factory=dict)
+    metrics_path: str = ""  # the JSON-lines file the run's measurements went to
 
     @property
     def ok(self) -> bool:
@@ -154,8 +155,43 @@ def node_command(cfg: TrainConfig, node: NodeLaunch, *, log_dir: str = "") -> li
     return [*cmd, *trainer]
 
 
-def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
-    """Run the job to completion (or failure) and summarise its metrics."""
+class StepFollower:
+    """The highest training step the metrics file shows so far, read incrementally (each
+    call reads only the lines appended since the last)."""
+
+    def __init__(self, path: str, offset_lines: int) -> None:
+        self.path = path
+        self._skip = offset_lines
+        self._pos = 0
+        self.step = 0
+
+    def poll(self) -> int:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._pos)
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        break  # a line still being written: read it next time
+                    self._pos += len(raw)
+                    if self._skip > 0:
+                        self._skip -= 1
+                        continue
+                    try:
+                        rec = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if rec.get("type") == "iter" and isinstance(rec.get("step"), int):
+                        self.step = max(self.step, rec["step"] + 1)
+        except FileNotFoundError:
+            pass
+        return self.step
+
+
+def launch(
+    cfg: TrainConfig, *, grace_s: float = 30.0, progress: Callable[[int], None] | None = None
+) -> JobOutcome:
+    """Run the job to completion (or failure) and summarise its metrics; ``progress`` is
+    called about once a second with the steps done so far."""
     if not cfg.metrics:
         Path(cfg.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         cfg = replace(cfg, metrics=str(Path(cfg.checkpoint_dir) / "metrics.jsonl"))
@@ -174,12 +210,15 @@ def launch(cfg: TrainConfig, *, grace_s: float = 30.0) -> JobOutcome:
                 stop_gracefully(p.pid)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    follower = StepFollower(cfg.metrics, offset)
     try:
-        codes = wait_all(procs, grace_s)
+        codes = wait_all(
+            procs, grace_s, on_poll=None if progress is None else lambda: progress(follower.poll())
+        )
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    outcome = JobOutcome(codes, time.perf_counter() - start)
+    outcome = JobOutcome(codes, time.perf_counter() - start, metrics_path=cfg.metrics)
     outcome.summary = summarize_metrics(cfg.metrics, skip_lines=offset)
     return outcome
 
@@ -211,10 +250,21 @@ def _line_count(path: str) -> int:
         return 0
 
 
-def wait_all(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> list[int]:
-    """Wait for all; once one fails, SIGTERM the rest, SIGKILL after ``grace_s``."""
+def wait_all(
+    procs: Sequence[subprocess.Popen[bytes]],
+    grace_s: float,
+    *,
+    on_poll: Callable[[], None] | None = None,
+    poll_every_s: float = 1.0,
+) -> list[int]:
+    """Wait for all; once one fails, SIGTERM the rest, SIGKILL after ``grace_s``.
+    ``on_poll`` is called every ``poll_every_s`` while they run (progress)."""
     deadline: float | None = None
+    next_poll = time.monotonic()
     while True:
+        if on_poll is not None and time.monotonic() >= next_poll:
+            on_poll()
+            next_poll = time.monotonic() + poll_every_s
         codes = [p.poll() for p in procs]
         if all(c is not None for c in codes):
             return [int(c) for c in codes if c is not None]

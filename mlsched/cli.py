@@ -68,7 +68,7 @@ def _version() -> str:
 
 class _StoreOnce(argparse._StoreAction):
     """argparse's ``store``, but a second occurrence of the option is an error: with the
-    plain action ``--policy fifo --policy drf`` silently runs drf alone."""
+    plain action ``--seed 1 --seed 2`` silently runs seed 2 alone."""
 
     def __call__(
         self,
@@ -136,7 +136,7 @@ class _Parser(argparse.ArgumentParser):
         return ns, rest
 
 
-class EnvDefault(argparse.Action):
+class EnvDefault(_StoreOnce):
     """An option whose default comes from ``MLSCHED_<DEST>`` when that is set.
 
     Example: ``MLSCHED_SEED=3 mlsched simulate ...`` runs with seed 3 unless ``--seed`` is
@@ -159,16 +159,6 @@ class EnvDefault(argparse.Action):
         help_text = kwargs.pop("help", "") or ""
         kwargs["help"] = f"{help_text} (env {env_name})".strip()
         super().__init__(option_strings, dest, default=default, required=required, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _once(self, parser, namespace, option_string)
-        setattr(namespace, self.dest, values)
 
 
 def _positive_int(text: str) -> int:
@@ -640,6 +630,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except PolicyError as err:
         print(f"mlsched: policy error: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (`| head`): nothing to say. Point stdout at devnull so the
+        # interpreter's final flush does not raise again (the Python docs' recipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 1
     except OSError as err:
         print(f"mlsched: error: {err}", file=sys.stderr)

@@ -19,13 +19,20 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from mlsched.agent.cli import add_agent_args, run_agent
+from mlsched.cli_parser import (
+    EnvDefault,
+    Parser,
+    nonneg_float,
+    package_version,
+    positive_float,
+    positive_int,
+)
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.controller.engine import RunResult
 from mlsched.core.errors import PolicyError, SpecError
@@ -59,155 +66,26 @@ __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main"
 log = logging.getLogger(__name__)
 
 
-def _version() -> str:
-    try:
-        return version("mlsched")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
-class _StoreOnce(argparse._StoreAction):
-    """argparse's ``store``, but a second occurrence of the option is an error: with the
-    plain action ``--seed 1 --seed 2`` silently runs seed 2 alone."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _once(self, parser, namespace, option_string)
-        super().__call__(parser, namespace, values, option_string)
-
-
-def _once(
-    action: argparse.Action,
-    parser: argparse.ArgumentParser,
-    namespace: argparse.Namespace,
-    option_string: str | None,
-) -> None:
-    """Refuse a single-value option given twice (positionals are called once anyway)."""
-    if not option_string:
-        return
-    given: set[str] = namespace.__dict__.setdefault(_GIVEN, set())
-    if action.dest in given:
-        parser.error(f"{'/'.join(action.option_strings)} given more than once (it takes one value)")
-    given.add(action.dest)
-
-
-#: Namespace attribute holding the single-value options seen so far (removed after parsing).
-_GIVEN = "_mlsched_given"
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """Help that states each option's default, where it has one worth stating."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        default = action.default
-        if (
-            not action.option_strings
-            or action.nargs == 0  # flags: their default is their absence
-            or "%(default)" in text
-            or default is None
-            or default is argparse.SUPPRESS
-            or default == []
-        ):
-            return text
-        return f"{text} (default: %(default)s)"
-
-
-class _Parser(argparse.ArgumentParser):
-    """Every ``store`` option of the command and its subcommands is single-valued, and
-    ``--help`` states the defaults."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _HelpFormatter)
-        super().__init__(*args, **kwargs)
-        self.register("action", None, _StoreOnce)
-        self.register("action", "store", _StoreOnce)
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        ns, rest = super().parse_known_args(args, namespace)
-        ns.__dict__.pop(_GIVEN, None)
-        return ns, rest
-
-
-class EnvDefault(_StoreOnce):
-    """An option whose default comes from ``MLSCHED_<DEST>`` when that is set.
-
-    Example: ``MLSCHED_SEED=3 mlsched simulate ...`` runs with seed 3 unless ``--seed`` is
-    given; ``MLSCHED_LOG_LEVEL=debug`` turns on debug logging. argparse applies the
-    option's ``type`` to the environment's string.
-    """
-
-    def __init__(
-        self,
-        option_strings: Sequence[str],
-        dest: str,
-        default: Any = None,
-        required: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        env_name = f"MLSCHED_{dest.upper()}"
-        default = os.environ.get(env_name, default)
-        if default is not None:
-            required = False
-        help_text = kwargs.pop("help", "") or ""
-        kwargs["help"] = f"{help_text} (env {env_name})".strip()
-        super().__init__(option_strings, dest, default=default, required=required, **kwargs)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _nonneg_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
-    return value
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
-
-
 # (flags, type, default, help) of the workload and simulated-truth options.
 _WORKLOAD_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
-    (("--jobs",), _positive_int, None, "number of jobs (a file keeps its first N)"),
-    (("--horizon",), _positive_int, None, "horizon in slots"),
-    (("--slot-seconds",), _positive_float, None, "slot length in seconds"),
+    (("--jobs",), positive_int, None, "number of jobs (a file keeps its first N)"),
+    (("--horizon",), positive_int, None, "horizon in slots"),
+    (("--slot-seconds",), positive_float, None, "slot length in seconds"),
     (("--cluster",), str, None, "cluster file (YAML/JSON) for a CSV trace"),
 )
 _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
-    (("--truth-compute-scale",), _positive_float, 1.0, "true / spec compute time"),
-    (("--truth-comm-scale",), _positive_float, 1.0, "true / nominal communication time"),
-    (("--truth-noise",), _nonneg_float, 0.0, "log-normal sigma of iteration-time noise"),
-    (("--restart-s",), _nonneg_float, 0.0, "seconds lost per checkpoint + restart"),
+    (("--truth-compute-scale",), positive_float, 1.0, "true / spec compute time"),
+    (("--truth-comm-scale",), positive_float, 1.0, "true / nominal communication time"),
+    (("--truth-noise",), nonneg_float, 0.0, "log-normal sigma of iteration-time noise"),
+    (("--restart-s",), nonneg_float, 0.0, "seconds lost per checkpoint + restart"),
 )
 
 
 def get_args_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
     )
-    parser.add_argument("--version", action="version", version=f"mlsched {_version()}")
+    parser.add_argument("--version", action="version", version=f"mlsched {package_version()}")
     levels = ["debug", "info", "warning", "error"]
     parser.add_argument(
         "--log-level",
@@ -272,7 +150,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("experiment", help="run a named comparison (results.json + plots)")
     p.add_argument("name", help="experiment name (mlsched experiments)")
     p.add_argument("--out", type=Path, help="output directory (default results/NAME)")
-    p.add_argument("--seeds", type=_positive_int, help="number of seeds (default 3)")
+    p.add_argument("--seeds", type=positive_int, help="number of seeds (default 3)")
     p.add_argument(
         "--scale",
         default="default",
@@ -297,8 +175,8 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policy", action="append", default=[], help="policy (repeatable with --simulated)"
     )
-    p.add_argument("--slots", type=_positive_int, default=16, help="slots to run at most")
-    p.add_argument("--slot-seconds", type=_positive_float, default=10.0, help="slot length (s)")
+    p.add_argument("--slots", type=positive_int, default=16, help="slots to run at most")
+    p.add_argument("--slot-seconds", type=positive_float, default=10.0, help="slot length (s)")
     p.add_argument("--workdir", type=Path, help="keep state, logs and checkpoints here")
     p.add_argument("--simulated", action="store_true", help="simulated comparison instead")
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")

@@ -20,18 +20,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mlsched.controller.executor import Executor, SlotReport
+from mlsched.controller.results import JobRecord, ModelError, RunResult
 from mlsched.core.allocation import (
     Admission,
     Allocation,
     JobState,
     Placement,
-    Plan,
     Quote,
     RejectKind,
 )
@@ -45,75 +44,6 @@ from mlsched.scheduler.view import ClusterView, RunContext
 __all__ = ["Engine", "JobRecord", "ModelError", "RunResult"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class JobRecord:
-    """Everything the engine knows about one job (mutable; policies see a read-only view)."""
-
-    spec: JobSpec
-    state: JobState = JobState.PENDING
-    progress: float = 0.0
-    admitted_slot: int | None = None
-    started_slot: int | None = None
-    completion_slot: int | None = None
-    completion_time_s: float | None = None
-    slots_run: int = 0
-    worker_slots: float = 0.0
-    last_placement: Placement | None = None
-    plan: Plan | None = None
-    restarts: int = 0
-    restart_s: float = 0.0
-    quote: Quote | None = None
-    reject_kind: RejectKind | None = None
-    reason: str = ""
-
-    @property
-    def job_id(self) -> str:
-        return self.spec.job_id
-
-    @property
-    def price_paid(self) -> float:
-        return self.quote.total if (self.quote and self.state is not JobState.REJECTED) else 0.0
-
-    def utility(self) -> float:
-        """Duration utilities pay f(completion - arrival) when done, else 0 (spec 001 A20);
-        progress utilities pay mu(progress)."""
-        u = self.spec.utility
-        if u.over_progress:
-            return u(self.progress) if self.state is not JobState.REJECTED else 0.0
-        if self.state is JobState.DONE and self.completion_slot is not None:
-            return u(self.completion_slot - self.spec.arrival_slot)
-        return 0.0
-
-
-@dataclass(frozen=True)
-class ModelError:
-    """Predicted vs measured iteration time of one job in one slot."""
-
-    job_id: str
-    slot: int
-    predicted_s: float
-    measured_s: float
-
-    @property
-    def relative(self) -> float:
-        return (self.predicted_s - self.measured_s) / self.measured_s if self.measured_s else 0.0
-
-
-@dataclass
-class RunResult:
-    """The outcome of a run: final job records and per-slot series."""
-
-    policy: str
-    records: dict[str, JobRecord]
-    slots: int
-    slot_seconds: float
-    resource_names: tuple[str, ...]
-    utilization: np.ndarray  # (slots, resources): used / total capacity
-    model_errors: list[ModelError] = field(default_factory=list)
-    wall_seconds: float = 0.0
-    stalled: bool = False
 
 
 UserModel = Callable[[JobSpec, Quote], bool]

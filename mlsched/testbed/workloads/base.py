@@ -23,6 +23,7 @@ from mlsched.core.job import JobSpec
 from mlsched.perfmodel.estimator import FAMILIES
 
 __all__ = [
+    "DEFAULT_SLOT_SECONDS",
     "RUNTIME_KINDS",
     "Workload",
     "WorkloadGenerator",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The slot length of a workload that gives none.
+DEFAULT_SLOT_SECONDS = 3600.0
 
 #: Job kinds a ``runtime:`` mapping may name (see :class:`RuntimeEstimator`).
 RUNTIME_KINDS: tuple[str, ...] = ("ps_async", "ps_sync", "allreduce")
@@ -52,7 +56,7 @@ class Workload:
     cluster: Cluster
     jobs: tuple[JobSpec, ...]
     horizon_slots: int | None = None
-    slot_seconds: float = 3600.0
+    slot_seconds: float = DEFAULT_SLOT_SECONDS
     runtime: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)

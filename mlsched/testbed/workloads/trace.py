@@ -35,8 +35,11 @@ from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_keys, req_int, req_mapping
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_DOCUMENT_BYTES
-from mlsched.testbed.workloads.base import Workload, check_runtime_families
-from mlsched.testbed.workloads.traps import DEFAULT_SLOT_SECONDS
+from mlsched.testbed.workloads.base import (
+    DEFAULT_SLOT_SECONDS,
+    Workload,
+    check_runtime_families,
+)
 
 __all__ = [
     "load_cluster_file",

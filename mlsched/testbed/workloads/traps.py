@@ -16,13 +16,12 @@ from collections import defaultdict
 from typing import Any
 
 from mlsched.core.job import JobSpec
+from mlsched.testbed.workloads.base import DEFAULT_SLOT_SECONDS
 
-__all__ = ["DEFAULT_SLOT_SECONDS", "pooled_speeds", "warn_traps"]
+__all__ = ["pooled_speeds", "warn_traps"]
 
 log = logging.getLogger(__name__)
 
-#: The slot length of a workload file that gives none.
-DEFAULT_SLOT_SECONDS = 3600.0
 #: How many pooled model names a warning lists.
 _LIST = 5
 

@@ -1,0 +1,157 @@
+"""The ``mlsched`` command's argument parser: its parts, apart from the commands.
+
+* every ``store`` option is single-valued: given twice it is an error, not the last value
+  silently winning (:class:`StoreOnce`, registered by :class:`Parser` for the command and
+  its subcommands);
+* ``--help`` states each option's default where it has one (:class:`HelpFormatter`);
+* :class:`EnvDefault` options read ``MLSCHED_<DEST>`` when the flag is absent;
+* number types that name what they expect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+__all__ = [
+    "EnvDefault",
+    "HelpFormatter",
+    "Parser",
+    "StoreOnce",
+    "nonneg_float",
+    "package_version",
+    "positive_float",
+    "positive_int",
+]
+
+
+def package_version() -> str:
+    try:
+        return version("mlsched")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, but a second occurrence of the option is an error: with the
+    plain action ``--seed 1 --seed 2`` silently runs seed 2 alone."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        _once(self, parser, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _once(
+    action: argparse.Action,
+    parser: argparse.ArgumentParser,
+    namespace: argparse.Namespace,
+    option_string: str | None,
+) -> None:
+    """Refuse a single-value option given twice (positionals are called once anyway)."""
+    if not option_string:
+        return
+    given: set[str] = namespace.__dict__.setdefault(_GIVEN, set())
+    if action.dest in given:
+        parser.error(f"{'/'.join(action.option_strings)} given more than once (it takes one value)")
+    given.add(action.dest)
+
+
+#: Namespace attribute holding the single-value options seen so far (removed after parsing).
+_GIVEN = "_mlsched_given"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that states each option's default, where it has one worth stating."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or action.nargs == 0  # flags: their default is their absence
+            or "%(default)" in text
+            or default is None
+            or default is argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """Every ``store`` option of the command and its subcommands is single-valued, and
+    ``--help`` states the defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.__dict__.pop(_GIVEN, None)
+        return ns, rest
+
+
+class EnvDefault(StoreOnce):
+    """An option whose default comes from ``MLSCHED_<DEST>`` when that is set.
+
+    Example: ``MLSCHED_SEED=3 mlsched simulate ...`` runs with seed 3 unless ``--seed`` is
+    given; ``MLSCHED_LOG_LEVEL=debug`` turns on debug logging. argparse applies the
+    option's ``type`` to the environment's string.
+    """
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        default: Any = None,
+        required: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        env_name = f"MLSCHED_{dest.upper()}"
+        default = os.environ.get(env_name, default)
+        if default is not None:
+            required = False
+        help_text = kwargs.pop("help", "") or ""
+        kwargs["help"] = f"{help_text} (env {env_name})".strip()
+        super().__init__(option_strings, dest, default=default, required=required, **kwargs)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = nonneg_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value

@@ -20,9 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_parser import (
@@ -34,32 +32,19 @@ from mlsched.cli_parser import (
     positive_int,
 )
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
-from mlsched.controller.engine import RunResult
 from mlsched.core.errors import PolicyError, SpecError
-from mlsched.core.train_config import TrainConfig
-from mlsched.scheduler.registry import available, create, registered
-from mlsched.testbed.comparison import write_comparison
-from mlsched.testbed.experiments import experiments, run_experiment
-from mlsched.testbed.experiments.base import ProgressFactory, no_progress
-from mlsched.testbed.experiments.runner import (
-    SimulationConfig,
-    baseline_policies,
-    check_policies,
-    compare,
-    simulate,
-)
-from mlsched.testbed.metrics import Summary, job_rows, summarize
-from mlsched.testbed.report import (
-    experiment_report,
-    run_footer,
-    run_header,
-    summary_table,
-    to_json,
-    write_run,
-)
-from mlsched.testbed.simulator import TruthConfig
-from mlsched.testbed.workloads import builtin_workloads, load_workload
+from mlsched.traces.cli import add_trace_parser, run_trace
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
+
+# The simulator, policies, experiments, plots (numpy, scipy, matplotlib) and YAML are
+# imported by the functions that run a command, so that building the parser stays cheap:
+# `mlsched --help` and `mlsched status` should not pay a second of imports.
+if TYPE_CHECKING:
+    from mlsched.controller.engine import RunResult
+    from mlsched.core.train_config import TrainConfig
+    from mlsched.testbed.experiments.base import ProgressFactory
+    from mlsched.testbed.metrics import Summary
+    from mlsched.testbed.simulator import TruthConfig
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -181,6 +166,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulated", action="store_true", help="simulated comparison instead")
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")
     add_train_parser(sub)
+    add_trace_parser(sub)
     add_cluster_parsers(sub)
     p = sub.add_parser(
         "agent",
@@ -192,6 +178,12 @@ def get_args_parser() -> argparse.ArgumentParser:
 
 
 # Config ---------------------------------------------------------------------------------
+def _default_truth() -> TruthConfig:
+    from mlsched.testbed.simulator import TruthConfig
+
+    return TruthConfig()
+
+
 @dataclass(frozen=True)
 class Config:
     """What one invocation does, independent of argparse (tests may build it directly)."""
@@ -205,7 +197,7 @@ class Config:
     slot_seconds: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
     policy_options: dict[str, Any] = field(default_factory=dict)
-    truth: TruthConfig = field(default_factory=TruthConfig)
+    truth: TruthConfig = field(default_factory=_default_truth)
     out: Path | None = None
     experiment: str = ""
     seeds: int | None = None
@@ -217,6 +209,8 @@ class Config:
 
 
 def _pairs(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -274,6 +268,8 @@ def _progress_enabled() -> bool:
 def config_from_args(args: argparse.Namespace) -> Config:
     cmd = args.command
     if cmd == "simulate":
+        from mlsched.testbed.simulator import TruthConfig
+
         truth = TruthConfig(
             compute_scale=args.truth_compute_scale,
             comm_scale=args.truth_comm_scale,
@@ -317,6 +313,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 # Run ------------------------------------------------------------------------------------
 def run(config: Config) -> int:
+    from mlsched.scheduler.registry import available
+    from mlsched.testbed.experiments import experiments
+    from mlsched.testbed.workloads import builtin_workloads
+
     handler: dict[str, Callable[[Config], int]] = {
         "simulate": _simulate,
         "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
@@ -333,6 +333,8 @@ _FILES_NOTE = "(or a workload file: .yaml, .json, or .csv with --cluster; docs/w
 
 
 def _policy_facts(name: str) -> dict[str, Any]:
+    from mlsched.scheduler.registry import registered
+
     return {"archs": sorted(a.value for a in registered()[name].archs)}
 
 
@@ -370,10 +372,19 @@ def _tqdm(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
 
 
 def _progress(config: Config) -> ProgressFactory:
+    from mlsched.testbed.experiments.base import no_progress
+
     return _tqdm if config.progress else no_progress
 
 
 def _simulate(config: Config) -> int:
+    from mlsched.scheduler.registry import create
+    from mlsched.testbed.comparison import write_comparison
+    from mlsched.testbed.experiments.runner import SimulationConfig, check_policies, simulate
+    from mlsched.testbed.metrics import job_rows, summarize
+    from mlsched.testbed.report import run_footer, run_header, summary_table, to_json, write_run
+    from mlsched.testbed.workloads import load_workload
+
     check_policies(config.policies)
     workload = load_workload(
         config.workload,
@@ -429,6 +440,9 @@ def _simulate(config: Config) -> int:
 
 
 def _experiment(config: Config) -> int:
+    from mlsched.testbed.experiments import run_experiment
+    from mlsched.testbed.report import experiment_report
+
     out = config.out or Path("results") / config.experiment
     results = run_experiment(
         config.experiment,
@@ -454,6 +468,10 @@ def _experiment(config: Config) -> int:
 
 def _demo(config: Config) -> int:
     """``demo --simulated``: a short simulated comparison on the ``demo`` workload."""
+    from mlsched.testbed.experiments.runner import baseline_policies, check_policies, compare
+    from mlsched.testbed.report import summary_table
+    from mlsched.testbed.workloads import load_workload
+
     policies = list(config.policies) or baseline_policies()
     check_policies(policies)
     workload = load_workload("demo", seed=config.seed)
@@ -467,6 +485,7 @@ def _demo(config: Config) -> int:
 
 def _cluster_demo(args: argparse.Namespace) -> int:
     from mlsched.testbed.cluster_demo import demo_report, run_cluster_demo
+    from mlsched.testbed.experiments.runner import check_policies
 
     if len(args.policy) > 1:
         raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")
@@ -498,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in CLUSTER_COMMANDS:
             return run_cluster_command(args)
+        if args.command == "trace":
+            return run_trace(args)
         if args.command == "agent":
             return run_agent(args)
         if args.command == "demo" and not args.simulated:

@@ -276,23 +276,39 @@ def test_solver_failure_keeps_prior(monkeypatch: pytest.MonkeyPatch) -> None:
         message = "boom"
         x = np.array([9.0, 9.0])
 
-    monkeypatch.setattr(fit_module, "lsq_linear", lambda *a, **k: Failed())
+    monkeypatch.setattr(fit_module, "_lsq_linear", lambda *a, **k: Failed())
     prior = np.array([0.2, 1.0])
     design = np.array([[1.0, 0.0], [0.0, 0.5]])
-    target = np.array([0.3, 0.6])
+    target = np.array([0.3, -0.6])  # b < 0 unconstrained: the bounded solver is needed
     result = fit_linear(design, target, prior, ("a", "b"))
     assert not result.ok and "boom" in result.message
     np.testing.assert_array_equal(result.params, prior)
-    # Residuals are those of the prior: (0.2 - 0.3, 0.5 - 0.6)
-    assert result.residuals == pytest.approx([-0.1, -0.1])
+    # Residuals are those of the prior: (0.2 - 0.3, 0.5 - (-0.6))
+    assert result.residuals == pytest.approx([-0.1, 1.1])
 
 
 def test_solver_exception_keeps_prior(monkeypatch: pytest.MonkeyPatch) -> None:
     def explode(*args: object, **kwargs: object) -> FitResult:
         raise np.linalg.LinAlgError("singular")
 
-    monkeypatch.setattr(fit_module, "lsq_linear", explode)
+    monkeypatch.setattr(fit_module, "_lsq_linear", explode)
     prior = np.array([0.2, 1.0])
-    result = fit_linear(np.eye(2), np.array([0.3, 0.6]), prior, ("a", "b"))
+    result = fit_linear(np.eye(2), np.array([0.3, -0.6]), prior, ("a", "b"))
     assert not result.ok and "singular" in result.message
     np.testing.assert_array_equal(result.params, prior)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fit_matches_the_bounded_solver(seed: int) -> None:
+    """The unconstrained shortcut returns what the bounded solver does, whether the
+    unconstrained optimum is feasible (shortcut taken) or has a negative part (solver)."""
+    from scipy.optimize import lsq_linear
+
+    rng = np.random.default_rng(seed)
+    design = rng.uniform(0.1, 2.0, size=(12, 3))
+    truth = np.array([0.5, 1.5, -0.4 if seed % 2 else 0.4])
+    target = design @ truth + rng.normal(0, 0.01, size=12)
+    result = fit_linear(design, target, np.ones(3), ("a", "b", "c"))
+    expected = lsq_linear(design, target, bounds=(0.0, np.inf), method="bvls").x
+    assert result.ok
+    np.testing.assert_allclose(result.params, expected, rtol=1e-7, atol=1e-9)

@@ -174,6 +174,7 @@ METHODS = [
     "/mlsched.v1.JobService/GetClusterStatus",
     "/mlsched.v1.AgentService/Register",
     "/mlsched.v1.AgentService/Heartbeat",
+    "/mlsched.v1.JobService/GetTaskLog",
 ]
 
 

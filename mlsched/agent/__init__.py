@@ -4,12 +4,31 @@
 :mod:`.measurement` follows its metrics, :mod:`.telemetry` samples the node, and
 :mod:`.daemon` holds the register/heartbeat protocol, :mod:`.serde` its one conversion to
 and from the wire. :mod:`.cli` is ``mlsched agent``.
+
+The names below are re-exported lazily (PEP 562), so that ``mlsched --help``, which builds
+the agent's options from :mod:`.cli`, does not import the daemon, gRPC and psutil.
 """
 
-from mlsched.agent.daemon import Agent, AgentError
-from mlsched.agent.discovery import NodeInfo, discover
-from mlsched.agent.serde import to_register_request
-from mlsched.agent.task import TaskProcess, task_plan
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlsched.agent.daemon import Agent, AgentError
+    from mlsched.agent.discovery import NodeInfo, discover
+    from mlsched.agent.serde import to_register_request
+    from mlsched.agent.task import TaskProcess, task_plan
+
+_MODULE_OF = {
+    "Agent": "daemon",
+    "AgentError": "daemon",
+    "NodeInfo": "discovery",
+    "discover": "discovery",
+    "to_register_request": "serde",
+    "TaskProcess": "task",
+    "task_plan": "task",
+}
 
 __all__ = [
     "Agent",
@@ -20,3 +39,16 @@ __all__ = [
     "task_plan",
     "to_register_request",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

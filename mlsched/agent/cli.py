@@ -14,11 +14,13 @@ import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from mlsched.agent.daemon import Agent, AgentError
-from mlsched.agent.discovery import DEFAULT_PORTS, discover
 from mlsched.core.errors import SpecError
-from mlsched.net.auth import ClientAuth, client_channel, read_token
+from mlsched.net.ports import DEFAULT_PORTS
+
+if TYPE_CHECKING:
+    from mlsched.agent.daemon import Agent
 
 __all__ = ["add_agent_args", "agent_from_args", "parse_ports", "run_agent"]
 
@@ -78,6 +80,11 @@ def _check(ok: bool, flag: str, value: object, expected: str) -> None:
 
 def agent_from_args(args: argparse.Namespace) -> Agent:
     """The agent the flags describe; raises :class:`SpecError` naming a bad flag."""
+    # Imported here, not at the top: building the parser (mlsched --help) needs none of it.
+    from mlsched.agent.daemon import Agent
+    from mlsched.agent.discovery import discover
+    from mlsched.net.auth import ClientAuth, client_channel, read_token
+
     host, sep, port = args.controller.rpartition(":")
     _check(bool(sep and host and port.isdigit()), "--controller", args.controller, "HOST:PORT")
     ports = parse_ports(args.ports)
@@ -139,6 +146,8 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
 
 def run_agent(args: argparse.Namespace) -> int:
     """Run the agent until SIGTERM/SIGINT; returns the exit status."""
+    from mlsched.agent.daemon import AgentError
+
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )

@@ -13,7 +13,9 @@ Protocol (the controller relies on it):
   is stopped with reason "lease expired";
 * ``reregister`` in a response, or NOT_FOUND, makes the agent register again while its
   tasks keep running; UNAVAILABLE and DEADLINE_EXCEEDED are retried at the next interval;
-* UNAUTHENTICATED (and other refusals no retry can fix) end the agent with a clear error.
+* UNAUTHENTICATED (and other refusals no retry can fix) end the agent with a clear error;
+* log requests in a response (``mlsched logs``) are answered from the agent's own task logs
+  (``agent/logs.py``) in a heartbeat sent at once, not an interval later.
 
 Task processes are polled every ``poll_s`` so that an exit is reported at once, not a whole
 heartbeat interval later. Only :meth:`Agent.shutdown` may be called from another thread.
@@ -33,10 +35,12 @@ import grpc
 
 from mlsched.agent import serde
 from mlsched.agent.discovery import NodeInfo, interface_of
+from mlsched.agent.logs import answer
 from mlsched.agent.task import EXITED, TaskProcess
 from mlsched.agent.telemetry import NodeTelemetry
 from mlsched.core.errors import MlschedError, shorten
 from mlsched.core.reports import TaskReport
+from mlsched.core.task_logs import LogChunk
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc
 
@@ -103,6 +107,7 @@ class Agent:
         self._running: dict[str, TaskProcess] = {}
         self._exited: dict[str, TaskReport] = {}  # exited, not yet acknowledged
         self._finished: OrderedDict[str, TaskReport] = OrderedDict()
+        self._log_answers: list[LogChunk] = []  # for the next heartbeat
         self._problem = ""
         self._backoff = backoff_s[0]
         self._next_register = 0.0
@@ -225,6 +230,8 @@ class Agent:
                 if self.registered and now >= next_beat:
                     self._heartbeat()
                     next_beat = time.monotonic() + self.heartbeat_interval_s
+                    if self._log_answers:  # a client waits for them
+                        next_beat = time.monotonic()
                 wait = next_beat - time.monotonic() if self.registered else self.poll_s
                 time.sleep(min(self.poll_s, max(0.0, wait)))
         finally:
@@ -263,7 +270,12 @@ class Agent:
 
     def _heartbeat(self) -> None:
         reported_exited = set(self._exited)
-        request = serde.heartbeat_request(self.agent_id, self._statuses(), self._telemetry.sample())
+        # Sent once: a lost answer is asked for again by the controller, never retried in a
+        # loop here while it is unreachable.
+        logs, self._log_answers = self._log_answers, []
+        request = serde.heartbeat_request(
+            self.agent_id, self._statuses(), self._telemetry.sample(), logs
+        )
         try:
             resp = self._rpc().Heartbeat(request, timeout=self.rpc_timeout_s)
         except grpc.RpcError as err:
@@ -278,6 +290,20 @@ class Agent:
             self._reregister("controller asked to register again")
             return
         self._reconcile(resp.tasks, reported_exited)
+        if resp.log_requests:
+            requests = serde.log_requests_from_proto(resp.log_requests)
+            self._log_answers = answer(requests, self._log_of)
+
+    def _log_of(self, task_id: str) -> tuple[Path, bool] | None:
+        """The log this agent created for ``task_id``, and whether the task has exited;
+        None for a task it neither runs nor remembers."""
+        running = self._running.get(task_id)
+        if running is not None:
+            return running.log_path, False
+        done = self._finished.get(task_id)
+        if done is not None and done.log_path:
+            return Path(done.log_path), True
+        return None
 
     def _reconcile(self, specs: Any, reported_exited: set[str]) -> None:
         desired = {spec.task_id: spec for spec in specs[:MAX_TASKS]}

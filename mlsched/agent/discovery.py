@@ -18,6 +18,7 @@ import psutil
 
 import mlsched
 from mlsched.net.auth import is_loopback
+from mlsched.net.ports import DEFAULT_PORTS
 from mlsched.trainers.telemetry import gpu_inventory
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "link_gbps",
 ]
 
-DEFAULT_PORTS = (29500, 29999)
 # Virtual interfaces report nominal speeds (veth: 10 Gb/s) that say nothing about the wire.
 _VIRTUAL_PREFIXES = ("lo", "docker", "veth", "br-", "virbr", "cni", "flannel", "cali")
 

@@ -1,17 +1,26 @@
 """The agent's one conversion between its plain data and the wire: its registration, the
-reports of its tasks and its machine's telemetry go out as protos, and the tasks the
-controller wants come in as :class:`TaskPlan` (:mod:`mlsched.net.task_wire`, validated
-there). Nothing else in the agent builds or reads a proto."""
+reports of its tasks, its machine's telemetry and its answers to log requests go out as
+protos; the tasks the controller wants come in as :class:`TaskPlan`
+(:mod:`mlsched.net.task_wire`, validated there) and log requests as :class:`LogRequest`
+(checked by ``agent/logs.py``). Nothing else in the agent builds or reads a proto."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
 from mlsched.agent.discovery import NodeInfo
 from mlsched.core.reports import GpuTelemetry, TaskReport, TaskState, Telemetry
+from mlsched.core.task_logs import MAX_LOG_REQUESTS, LogChunk, LogRequest
 from mlsched.v1 import agent_pb2, common_pb2
 
-__all__ = ["heartbeat_request", "report_to_proto", "telemetry_to_proto", "to_register_request"]
+__all__ = [
+    "heartbeat_request",
+    "log_requests_from_proto",
+    "report_to_proto",
+    "telemetry_to_proto",
+    "to_register_request",
+]
 
 _STATE_NUMBERS = {
     TaskState.STARTING: agent_pb2.TASK_STATE_STARTING,
@@ -90,11 +99,36 @@ def telemetry_to_proto(t: Telemetry) -> agent_pb2.Telemetry:
     return msg
 
 
+def log_requests_from_proto(msgs: Sequence[agent_pb2.LogRequest]) -> list[LogRequest]:
+    """The first :data:`MAX_LOG_REQUESTS` requests as they came; ``agent/logs.py`` checks
+    each before reading anything."""
+    return [
+        LogRequest(m.request_id, m.task_id, m.offset, m.max_bytes) for m in msgs[:MAX_LOG_REQUESTS]
+    ]
+
+
+def _chunk_to_proto(c: LogChunk) -> agent_pb2.LogChunk:
+    return agent_pb2.LogChunk(
+        request_id=c.request_id,
+        task_id=c.task_id,
+        offset=c.offset,
+        data=c.data,
+        size=c.size,
+        ended=c.ended,
+        error=c.error,
+    )
+
+
 def heartbeat_request(
-    agent_id: str, reports: list[TaskReport], telemetry: Telemetry | None = None
+    agent_id: str,
+    reports: list[TaskReport],
+    telemetry: Telemetry | None = None,
+    logs: Iterable[LogChunk] = (),
 ) -> agent_pb2.HeartbeatRequest:
     request = agent_pb2.HeartbeatRequest(
-        agent_id=agent_id, tasks=[report_to_proto(r) for r in reports]
+        agent_id=agent_id,
+        tasks=[report_to_proto(r) for r in reports],
+        logs=[_chunk_to_proto(c) for c in logs],
     )
     if telemetry is not None:
         request.telemetry.CopyFrom(telemetry_to_proto(telemetry))

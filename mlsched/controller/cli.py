@@ -1,4 +1,4 @@
-"""``mlsched controller | submit | status | cancel``: run the controller, talk to it.
+"""``mlsched controller | submit | status | cancel | logs``: run the controller, talk to it.
 
 Clients find the controller with ``--controller HOST:PORT`` (or ``MLSCHED_CONTROLLER``) and
 authenticate with ``--token``/``--token-file`` (or ``MLSCHED_TOKEN``), TLS with ``--tls-ca``.
@@ -13,29 +13,20 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
-import yaml
-
-from mlsched.core.documents import decode
 from mlsched.core.errors import SpecError
-from mlsched.core.ids import check_id
-from mlsched.core.limits import MAX_DOCUMENT_BYTES
-from mlsched.net.auth import (
-    ClientAuth,
-    agent_token,
-    client_channel,
-    read_secret_file,
-    read_token,
-)
-from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
+
+# gRPC, the generated stubs, YAML and the auth module are imported by the functions that use
+# them: building the parser (mlsched --help, mlsched status --help) needs none of them.
+if TYPE_CHECKING:
+    from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 __all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "agent-token")
+CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "logs", "agent-token")
 
 
 def _auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
@@ -122,6 +113,27 @@ def add_cluster_parsers(sub: Any) -> None:
     _client_args(p)
 
     p = sub.add_parser(
+        "logs",
+        help="print a task's log, read by the agent that runs it",
+        description="Print the log of one of JOB's tasks (default: its latest task that "
+        "trains, worker or rank 0), read through the controller by the agent that runs or "
+        "ran it, 64 KiB per request.",
+    )
+    p.add_argument("job")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing as the task writes, until it exits (without --task: until the "
+        "job is final, moving on to its next generation's task) or Ctrl-C",
+    )
+    p.add_argument(
+        "--task", default=None, help="one of the job's task ids (an unknown one: they are listed)"
+    )
+    p.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+    _client_args(p)
+
+    p = sub.add_parser(
         "agent-token",
         help="print the credential of one agent (its --token-file's content)",
         description="Derive agent NAME's credential from the controller's agent secret. "
@@ -133,10 +145,14 @@ def add_cluster_parsers(sub: Any) -> None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    from mlsched.net.auth import read_token
+
     return read_token(args.token or os.environ.get("MLSCHED_TOKEN"), args.token_file)
 
 
 def _policy_options(pairs: list[str]) -> dict[str, Any]:
+    import yaml
+
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -149,6 +165,12 @@ def _policy_options(pairs: list[str]) -> dict[str, Any]:
 def run_cluster_command(args: argparse.Namespace) -> int:
     if args.command == "controller":
         return _controller(args)
+    import grpc
+
+    from mlsched.core.ids import check_id
+    from mlsched.net.auth import ClientAuth, agent_token, client_channel, read_secret_file
+    from mlsched.v1 import jobs_pb2_grpc
+
     if args.command == "agent-token":
         secret = read_secret_file(args.agent_secret_file, "agent_secret_file")
         print(agent_token(secret, check_id(args.name, "name")))
@@ -166,6 +188,10 @@ def run_cluster_command(args: argparse.Namespace) -> int:
             return _submit(stub, args)
         if args.command == "status":
             return _status(stub, args)
+        if args.command == "logs":
+            from mlsched.controller.log_client import run_logs
+
+            return run_logs(stub, args)
         return _cancel(stub, args)
     except grpc.RpcError as err:
         code = err.code()
@@ -175,6 +201,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
 
 def _controller(args: argparse.Namespace) -> int:
     from mlsched.controller.server import Controller, ControllerConfig
+    from mlsched.net.auth import read_secret_file
 
     cfg = ControllerConfig(
         listen=args.listen,
@@ -215,6 +242,10 @@ def _controller(args: argparse.Namespace) -> int:
 
 
 def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
+    from mlsched.core.documents import decode
+    from mlsched.core.limits import MAX_DOCUMENT_BYTES
+    from mlsched.v1 import jobs_pb2
+
     if args.file == "-":
         raw = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
     else:
@@ -232,6 +263,8 @@ def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
 
 
 def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
+    from mlsched.v1 import jobs_pb2
+
     resp = stub.CancelJob(jobs_pb2.CancelJobRequest(job_id=args.job), timeout=args.timeout)
     print(f"{resp.job.job_id}: {resp.job.state} ({resp.job.reason})")
     return 0
@@ -239,6 +272,8 @@ def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
 
 def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
     from google.protobuf import json_format
+
+    from mlsched.v1 import jobs_pb2
 
     if args.job:
         job = stub.GetJob(jobs_pb2.GetJobRequest(job_id=args.job), timeout=args.timeout).job

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
 from mlsched.controller.executor import Executor, JobProgress, SlotReport
+from mlsched.controller.logs import TaskIndex
 from mlsched.controller.runs import (
     Generation,
     JobRun,
@@ -120,6 +121,7 @@ class ClusterExecutor(Executor):
         self._restarts: dict[str, float] = {}
         self._nic = NicMeter()
         self._live = _LiveAgents(agents)
+        self.task_index = TaskIndex()  # where each task ran, after its generation ended too
 
     # Cluster ----------------------------------------------------------------------------
     def set_cluster(self, cluster: Cluster) -> None:
@@ -138,6 +140,8 @@ class ClusterExecutor(Executor):
                     self.specs[job_id] = specs[job_id]
                     if run.gen is not None and not run.gen.draining and not run.finished:
                         self._want[job_id] = run.gen.layout
+                    if run.gen is not None:
+                        self.task_index.record(job_id, run.gen.tasks, run.gen.agent_of)
 
     def layout_of(self, p: Placement, cluster: Cluster) -> Layout:
         return _layout(p, lambda s: cluster.servers[s].name)
@@ -417,6 +421,7 @@ class ClusterExecutor(Executor):
             launched_at=self.clock(),
             trigger_at=run.last_stop_at,
         )
+        self.task_index.record(job_id, tasks, agent_of)
         log.info(
             "[controller] job %s generation %d: %s from step %d to %d",
             job_id,

@@ -94,6 +94,7 @@ class Engine:
         self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
         self._used = np.zeros_like(cluster.capacity)
         self._prev: dict[str, Placement] = {}
+        self._was_running: list[str] | None = None
         self._util_rows: list[np.ndarray] = []
         self.model_errors: list[ModelError] = []
         self._idle = 0
@@ -183,6 +184,7 @@ class Engine:
         self._used = np.zeros_like(cluster.capacity)
         self._total = np.where(cluster.total > 0, cluster.total, 1.0)
         self._prev.clear()
+        self._was_running = None
         self._demand_cache.clear()
         self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
         self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
@@ -267,10 +269,13 @@ class Engine:
                 f"allocate() returned {type(allocation)!r}, expected an Allocation",
             )
         self._check_and_account(t, allocation)
-        remaining = {
-            j: self._active[j].spec.total_work - self._active[j].progress for j in allocation
-        }
-        self.executor.apply(t, allocation, {j: self._active[j].spec for j in allocation}, remaining)
+        specs: dict[str, JobSpec] = {}
+        remaining: dict[str, float] = {}
+        for j in allocation:
+            record = self._active[j]
+            specs[j] = record.spec
+            remaining[j] = record.spec.total_work - record.progress
+        self.executor.apply(t, allocation, specs, remaining)
         report = self.executor.collect(t)
         self._account(t, allocation, report)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
@@ -482,7 +487,8 @@ class Engine:
         for job_id, p in allocation.items():
             record = self._active[job_id]
             prog = report.progress.get(job_id)
-            if record.last_placement is not None and record.last_placement != p:
+            last = record.last_placement
+            if last is not None and last is not p and last != p:
                 record.restarts += 1
             record.last_placement = p
             if record.started_slot is None:
@@ -507,20 +513,25 @@ class Engine:
             if failed is not None and failed.state.is_active:
                 log.warning("[engine] job %s failed in slot %d: %s", job_id, t, reason)
                 failed.reason = reason
-        for active in self._active.values():
-            if active.job_id not in allocation and active.state is JobState.RUNNING:
+        # Only jobs of the previous slot's allocation can be running (not the whole queue);
+        # after a start or a reconfiguration, any active job may be.
+        for job_id in self._active if self._was_running is None else self._was_running:
+            active = self._active.get(job_id)
+            if active is not None and job_id not in allocation and active.state is JobState.RUNNING:
                 active.state = JobState.PAUSED
+        self._was_running = list(allocation.keys())
+        records, runtime, errors = self.records, self.runtime, self.model_errors
         for m in report.measurements:
-            measured = self.records.get(m.job_id)
+            measured = records.get(m.job_id)
             if measured is None:
                 continue
-            record = measured
+            spec = measured.spec
             predicted = m.predicted_iteration_time_s
             if predicted is None:
-                predicted = self.runtime.iteration_time(record.spec, m.placement)
+                predicted = runtime.iteration_time(spec, m.placement)
             if m.iterations > 0:
-                self.model_errors.append(ModelError(m.job_id, t, predicted, m.iteration_time_s))
-            self.runtime.observe(m, record.spec)
+                errors.append(ModelError(m.job_id, t, predicted, m.iteration_time_s))
+            runtime.observe(m, spec)
         self.runtime.refit()
         finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
         for job_id in finished:

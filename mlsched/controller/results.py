@@ -7,6 +7,7 @@ controller's state file and the experiments read them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,9 +57,9 @@ class JobRecord:
         return 0.0
 
 
-@dataclass(frozen=True)
-class ModelError:
-    """Predicted vs measured iteration time of one job in one slot."""
+class ModelError(NamedTuple):
+    """Predicted vs measured iteration time of one job in one slot (a tuple: one is kept per
+    measurement, hundreds of thousands in a long simulation)."""
 
     job_id: str
     slot: int

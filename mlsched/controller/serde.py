@@ -9,8 +9,9 @@ here never reaches the controller's state or its SQLite file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
 from mlsched.controller.status import ClusterStatus, JobStatus
@@ -26,14 +27,30 @@ from mlsched.core.reports import (
     TaskState,
     Telemetry,
 )
+from mlsched.core.task_logs import (
+    MAX_LOG_CHUNK,
+    MAX_LOG_ERROR,
+    MAX_LOG_OFFSET,
+    MAX_LOG_REQUESTS,
+    MAX_TASK_ID_LEN,
+    LogChunk,
+    LogRequest,
+    check_range,
+)
 from mlsched.v1 import agent_pb2, jobs_pb2
+
+if TYPE_CHECKING:
+    from mlsched.controller.logs import TaskLog
 
 __all__ = [
     "agent_info_from_proto",
     "cluster_status_to_proto",
     "heartbeat_from_proto",
     "job_status_to_proto",
+    "log_chunks_from_proto",
+    "log_request_to_proto",
     "report_from_proto",
+    "task_log_to_proto",
 ]
 
 _STATES = {
@@ -149,7 +166,57 @@ def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
     )
 
 
+def _log_chunk_from_proto(msg: agent_pb2.LogChunk) -> LogChunk:
+    if msg.error:
+        # Shown to the client: printable and bounded, whatever the agent sent.
+        text = "".join(c if c.isprintable() else "?" for c in msg.error[:MAX_LOG_ERROR])
+        return LogChunk(msg.request_id, msg.task_id[:MAX_TASK_ID_LEN], error=text)
+    if msg.task_id:
+        check_id(msg.task_id, "logs.task_id", max_len=MAX_TASK_ID_LEN)
+    check_range(msg.offset, 0)
+    if len(msg.data) > MAX_LOG_CHUNK:
+        raise SpecError("logs.data", f"{len(msg.data)} bytes", f"at most {MAX_LOG_CHUNK} bytes")
+    if not 0 <= msg.size <= MAX_LOG_OFFSET + MAX_LOG_CHUNK:
+        raise SpecError("logs.size", msg.size, "a length within the offsets' bound")
+    return LogChunk(msg.request_id, msg.task_id, msg.offset, msg.data, msg.size, msg.ended)
+
+
+def log_chunks_from_proto(msgs: Sequence[agent_pb2.LogChunk]) -> list[LogChunk]:
+    """An agent's answers to log requests (the first :data:`MAX_LOG_REQUESTS`); a malformed
+    one becomes an error answer to its request, so the waiting client hears why."""
+    out: list[LogChunk] = []
+    for msg in msgs[:MAX_LOG_REQUESTS]:
+        try:
+            out.append(_log_chunk_from_proto(msg))
+        except SpecError as err:
+            out.append(LogChunk(msg.request_id, "", error=f"the agent's answer is invalid: {err}"))
+    return out
+
+
+def log_request_to_proto(r: LogRequest) -> agent_pb2.LogRequest:
+    return agent_pb2.LogRequest(
+        request_id=r.request_id, task_id=r.task_id, offset=r.offset, max_bytes=r.max_bytes
+    )
+
+
 # Job service ----------------------------------------------------------------------------
+def task_log_to_proto(log: TaskLog) -> jobs_pb2.GetTaskLogResponse:
+    c = log.chunk
+    return jobs_pb2.GetTaskLogResponse(
+        job_id=log.job_id,
+        task_id=log.task_id,
+        agent_id=log.agent_id,
+        offset=c.offset,
+        data=c.data,
+        next_offset=c.next_offset,
+        size=max(c.size, c.next_offset),
+        ended=c.ended,
+        job_state=log.job_state,
+        latest_task_id=log.latest_task_id,
+        task_ids=list(log.task_ids),
+    )
+
+
 def job_status_to_proto(s: JobStatus) -> jobs_pb2.JobStatus:
     # Same field names on both sides (tests/test_status.py keeps them so).
     out = jobs_pb2.JobStatus(

@@ -1,10 +1,11 @@
 """The controller's gRPC endpoint: thin translations between messages and the controller.
 
 ``AgentService`` (agents register and heartbeat; an agent credential speaks only for its
-own agent id) and ``JobService`` (users submit, query and cancel), behind the token
-interceptor and TLS, with ``grpc.health.v1``. Messages are converted by ``serde.py``; the
-controller sees plain data. Errors become gRPC statuses with bounded details: a hostile id
-or document never makes a large reply.
+own agent id) and ``JobService`` (users submit, query and cancel, and read task logs through
+the agents' heartbeats: ``logs.py``), behind the token interceptor and TLS, with
+``grpc.health.v1``. Messages are converted by ``serde.py``; the controller sees plain data.
+Errors become gRPC statuses with bounded details: a hostile id or document never makes a
+large reply.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from mlsched.controller import serde
+from mlsched.controller.logs import LogError, TaskLogs
 from mlsched.core.errors import MlschedError, SpecError, shorten
 from mlsched.net.auth import TokenInterceptor, agent_of, server_credentials
 from mlsched.net.task_wire import task_to_proto
@@ -34,7 +36,7 @@ class Endpoint:
         cfg = ctl.cfg
         interceptors = [TokenInterceptor(cfg.token, cfg.agent_secret)] if cfg.token else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
-        add_services(ctl, server)
+        self.logs = add_services(ctl, server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         creds = server_credentials(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
@@ -54,10 +56,13 @@ class Endpoint:
         self.server.stop(grace=grace).wait()
 
 
-def add_services(ctl: Controller, server: grpc.Server) -> None:
-    """Serve the agent and job services of ``ctl`` on ``server``."""
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(ctl), server)
-    jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(ctl), server)
+def add_services(ctl: Controller, server: grpc.Server) -> TaskLogs:
+    """Serve the agent and job services of ``ctl`` on ``server``; their log reads (shared:
+    clients' requests wait for the agents' heartbeats)."""
+    logs = TaskLogs(ctl)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(ctl, logs), server)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(ctl, logs), server)
+    return logs
 
 
 def _abort(context: grpc.ServicerContext, err: Exception) -> None:
@@ -78,8 +83,9 @@ def _check_identity(context: grpc.ServicerContext, claimed: str) -> None:
 
 
 class _AgentService(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: Controller, logs: TaskLogs) -> None:
         self.ctl = ctl
+        self.logs = logs
 
     def Register(
         self, request: agent_pb2.RegisterRequest, context: grpc.ServicerContext
@@ -103,16 +109,33 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         agent = self.ctl.heartbeat(serde.heartbeat_from_proto(request))
         if agent is None:
             return agent_pb2.HeartbeatResponse(reregister=True)
+        broker = self.logs.broker
+        broker.deliver(agent.agent_id, serde.log_chunks_from_proto(request.logs))
         executor = self.ctl.executor
         plans, lease = executor.desired_for(agent.agent_id), executor.lease_expiry()
         return agent_pb2.HeartbeatResponse(
-            tasks=[task_to_proto(p, lease_expires_unix=lease) for p in plans]
+            tasks=[task_to_proto(p, lease_expires_unix=lease) for p in plans],
+            log_requests=[
+                serde.log_request_to_proto(r) for r in broker.requests_for(agent.agent_id)
+            ],
         )
 
 
+# How each reason a log cannot be read reaches the client.
+_LOG_CODES = {
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "no_task": grpc.StatusCode.FAILED_PRECONDITION,
+    "refused": grpc.StatusCode.FAILED_PRECONDITION,
+    "lost": grpc.StatusCode.UNAVAILABLE,
+    "timeout": grpc.StatusCode.DEADLINE_EXCEEDED,
+    "busy": grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
 class _JobService(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: Controller, logs: TaskLogs) -> None:
         self.ctl = ctl
+        self.logs = logs
 
     def SubmitJobs(
         self, request: jobs_pb2.SubmitJobsRequest, context: grpc.ServicerContext
@@ -155,3 +178,22 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         self, request: jobs_pb2.GetClusterStatusRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.GetClusterStatusResponse:
         return serde.cluster_status_to_proto(self.ctl.cluster_status())
+
+    def GetTaskLog(
+        self, request: jobs_pb2.GetTaskLogRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.GetTaskLogResponse:
+        wait_s = self.logs.wait_s()
+        left = context.time_remaining()
+        if left is not None:  # answer before the client gives up, with the reason
+            wait_s = max(0.0, min(wait_s, left - 0.25))
+        try:
+            log = self.logs.read(
+                request.job_id, request.task_id, request.offset, request.max_bytes, wait_s=wait_s
+            )
+        except LogError as err:
+            context.abort(_LOG_CODES.get(err.kind, grpc.StatusCode.UNAVAILABLE), str(err))
+            raise
+        except SpecError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            raise
+        return serde.task_log_to_proto(log)

@@ -1,20 +1,50 @@
-"""Domain model shared by every layer: resources, cluster, jobs, utilities, allocations."""
+"""Domain model shared by every layer: resources, cluster, jobs, utilities, allocations.
 
-from mlsched.core.allocation import (
-    Admission,
-    Allocation,
-    Decision,
-    JobState,
-    Placement,
-    Plan,
-    Quote,
-    RejectKind,
-)
-from mlsched.core.cluster import Cluster, Pool, Server, Topology
-from mlsched.core.errors import MlschedError, PolicyError, SpecError
-from mlsched.core.job import Arch, JobSpec, SyncMode
-from mlsched.core.resources import ResourceVector
-from mlsched.core.utility import Utility, UtilityKind
+The names below are re-exported lazily (PEP 562): importing a light submodule such as
+``mlsched.core.errors`` runs this file first, and eager re-exports would make every such
+import pay for numpy (the command line's start-up, ``mlsched.net.auth``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlsched.core.allocation import (
+        Admission,
+        Allocation,
+        Decision,
+        JobState,
+        Placement,
+        Plan,
+        Quote,
+        RejectKind,
+    )
+    from mlsched.core.cluster import Cluster, Pool, Server, Topology
+    from mlsched.core.errors import MlschedError, PolicyError, SpecError
+    from mlsched.core.job import Arch, JobSpec, SyncMode
+    from mlsched.core.resources import ResourceVector
+    from mlsched.core.utility import Utility, UtilityKind
+
+_SOURCES = {
+    "allocation": (
+        "Admission",
+        "Allocation",
+        "Decision",
+        "JobState",
+        "Placement",
+        "Plan",
+        "Quote",
+        "RejectKind",
+    ),
+    "cluster": ("Cluster", "Pool", "Server", "Topology"),
+    "errors": ("MlschedError", "PolicyError", "SpecError"),
+    "job": ("Arch", "JobSpec", "SyncMode"),
+    "resources": ("ResourceVector",),
+    "utility": ("Utility", "UtilityKind"),
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = [
     "Admission",
@@ -39,3 +69,16 @@ __all__ = [
     "Utility",
     "UtilityKind",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -85,7 +85,14 @@ def _number(value: Any, path: str, what: str) -> float:
 
 def check_number(value: Any, path: str, bound: Bound) -> float | int:
     """``value`` if it is a number of the right kind within ``bound``, else a SpecError."""
-    what = bound.describe()
+    if type(value) is float or type(value) is int:  # the common case, checked cheaply
+        number = float(value)
+        if math.isfinite(number) and bound.holds(number):
+            if not bound.integer:
+                return number
+            if type(value) is int or number.is_integer():
+                return int(value)
+    what = bound.describe()  # built only for an error: it is a formatted string
     number = _number(value, path, what)
     if bound.integer:
         if isinstance(value, float) and not number.is_integer():

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from mlsched.core.errors import SpecError
@@ -56,6 +57,7 @@ _FIELDS = (
     "job_id",
     "arrival_slot",
     "model",
+    "profile",
     "arch",
     "sync",
     "epochs",
@@ -106,15 +108,22 @@ class JobSpec:
     data chunk, spec 001 (3)); a PS job needs ``ceil(workers * worker_bw / ps_bw)`` PSs so the
     PSs are not the bandwidth bottleneck (001 (6)), and at most ``ps_ratio`` workers per PS
     when set (spec 000's gamma). ``worker_types``/``ps_types`` offer typed bundles (002, 004);
-    ``compute_s_by_type`` gives the per-type compute time. ``internal_gbps`` is the rate of
-    one worker-PS link when all of a synchronous PS job's workers and PSs share a server
-    (spec 000's b(i); default the topology's ``intra_server_gbps``).
+    ``compute_s_by_type`` gives the per-type compute time: of the typed bundle chosen, or,
+    for a job without one, of the GPU type of the servers its workers run on (the slowest
+    of them). ``internal_gbps`` is the rate of one worker-PS link when all of a synchronous
+    PS job's workers and PSs share a server (spec 000's b(i); default the topology's
+    ``intra_server_gbps``).
+
+    ``profile`` names whose measurements the runtime model pools: jobs of one profile (and
+    kind, batch size and GPU type) share fitted parameters. Default: the model name; a
+    trace import gives each job of its own speed its own profile.
     """
 
     job_id: str
     utility: Utility = field(default_factory=lambda: Utility.constant(1.0))
     arrival_slot: int = 0
     model: str = "resnet20"
+    profile: str | None = None
     arch: Arch = Arch.PS
     sync: SyncMode = SyncMode.ASYNC
     epochs: int = 1
@@ -179,6 +188,8 @@ class JobSpec:
             )
         if self.gpu_type is not None:
             check_text(self.gpu_type, "gpu_type", max_len=64)
+        if self.profile is not None:
+            check_text(self.profile, "profile", max_len=128)
         for name in ("worker", "ps"):
             value = getattr(self, name)
             if not isinstance(value, ResourceVector):
@@ -207,7 +218,7 @@ class JobSpec:
         assert self.max_workers is not None  # set in __post_init__
         return self.max_workers
 
-    @property
+    @cached_property
     def total_work(self) -> float:
         """Work units (mini-batches of ``batch_size`` samples) to finish the job."""
         return float(self.epochs * self.chunks * self.batches_per_chunk)
@@ -320,6 +331,7 @@ class JobSpec:
                 default="async" if data.get("arch", "ps") == "ps" else "sync",
             ),
             "gpu_type": data.get("gpu_type"),
+            "profile": data.get("profile"),
         }
         for key, bound in JOB_LIMITS.items():
             if key in _OPTIONAL:

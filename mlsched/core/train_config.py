@@ -212,6 +212,8 @@ def check_settings(raw: Mapping[str, Any], *, model: str = "job") -> dict[str, A
     fields' strict types, bounds and choices. Returns the settings as the config holds them
     (enum values as text); errors name ``training.<key>``."""
     settings = dict(raw)
+    if not settings:
+        return settings  # most jobs fix nothing: no config to build
     for key, value in settings.items():
         if key not in JOB_SETTINGS:
             raise SpecError(f"training.{key}", value, f"one of {', '.join(JOB_SETTINGS)}")

@@ -13,7 +13,11 @@ import random
 import socket
 import threading
 
-__all__ = ["free_port", "free_port_range"]
+__all__ = ["DEFAULT_PORTS", "free_port", "free_port_range"]
+
+#: An agent's default ``--ports`` (here, not in the agent's discovery module, so that the
+#: command line can state it without importing what discovery needs).
+DEFAULT_PORTS = (29500, 29999)
 
 # Below Linux's default ephemeral range (32768-60999) and above the well-known services.
 _LOW, _HIGH = 20_000, 32_767

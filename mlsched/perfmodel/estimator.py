@@ -21,6 +21,7 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,14 +60,23 @@ def default_family(job: JobSpec) -> str:
     return "ps_async" if job.sync is SyncMode.ASYNC else "ps_sync"
 
 
-@dataclass
-class _Sample:
+class _Sample(NamedTuple):  # a tuple: one is made per measurement
     dc: np.ndarray
     dm: np.ndarray
     compute: float
     comm: float
     wire: float = 0.0  # the model's bytes per worker and iteration
     moved: float | None = None  # the measured ones (None: not measured)
+
+
+@dataclass(eq=False)
+class _Entry:
+    key: ProfileKey
+    dc: np.ndarray
+    dm: np.ndarray
+    version: int = -1  # the key's parameter version ``parts`` were computed with
+    parts: tuple[float, float] = (0.0, 0.0)
+    wire: float = -1.0  # the family's bytes per worker and iteration (-1: not yet known)
 
 
 class RuntimeEstimator(RuntimeModel):
@@ -107,18 +117,21 @@ class RuntimeEstimator(RuntimeModel):
         # Measured / model bytes per worker and iteration, per key with measured bytes.
         self.bytes_ratio: dict[ProfileKey, float] = {}
         self._priors: dict[ProfileKey, np.ndarray] = {}
-        # Predictions, per profile key so a refit invalidates only what it changed.
-        self._cache: dict[ProfileKey, dict[tuple[str, Placement], tuple[float, float]]] = {}
-        # (key, compute row, comm row) per (job, placement): depend on neither fit nor slot.
-        self._rows: dict[tuple[str, Placement], tuple[ProfileKey, np.ndarray, np.ndarray]] = {}
+        # Per (job, placement): key and design rows (they depend on neither fit nor slot) and
+        # the last prediction, valid while its key's parameter version is unchanged.
+        self._rows: dict[tuple[str, Placement], _Entry] = {}
+        self._last: dict[str, tuple[Placement, _Entry]] = {}  # each job's latest entry
+        self._version: dict[ProfileKey, int] = {}
         self._fresh: dict[ProfileKey, int] = defaultdict(int)  # samples since the last fit
+        # Per key: sum of wire * moved, sum of wire^2, count, over the window's samples.
+        self._byte_sums: dict[ProfileKey, list[float]] = {}
 
     def set_cluster(self, cluster: Cluster) -> None:
         """Continue on another cluster (testbed agents joined or left): fitted parameters
         and samples stay; cached design rows and predictions, which name servers, go."""
         self.cluster = cluster
         self._rows.clear()
-        self._cache.clear()
+        self._last.clear()
 
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
@@ -132,49 +145,64 @@ class RuntimeEstimator(RuntimeModel):
             self._by_kind[kind] = fam
         return fam
 
+    def hardware(self, job: JobSpec, placement: Placement) -> str | None:
+        """What the job computes on: the typed bundle chosen, else the job's pinned GPU type,
+        else, for a job with per-type compute times, the GPU type of its workers' servers
+        (the slowest of them: a synchronous step waits for its slowest worker)."""
+        hw = placement.worker_type or job.gpu_type
+        if hw is not None or not job.compute_s_by_type or not placement.workers:
+            return hw
+        servers = self.cluster.servers
+        types = {servers[s].gpu_type for s, _ in placement.workers}
+        return max(types, key=lambda t: (job.compute_s_for(t), t or ""))
+
     def key(self, job: JobSpec, placement: Placement) -> ProfileKey:
-        hw = placement.worker_type or job.gpu_type or ""
-        return (self.family(job).name, job.model, job.batch_size, job.global_batch or 0, hw)
+        hw = self.hardware(job, placement) or ""
+        profile = job.profile or job.model
+        return (self.family(job).name, profile, job.batch_size, job.global_batch or 0, hw)
 
     def params(self, job: JobSpec, placement: Placement) -> np.ndarray:
         fit = self.fits.get(self.key(job, placement))
         if fit is not None and fit.ok:
             return fit.params
         fam = self.family(job)
-        prior = fam.prior(job, placement.worker_type, self.cluster)
+        prior = fam.prior(job, self.hardware(job, placement), self.cluster)
         for i, name in enumerate(fam.param_names):
             if name in self._overrides:
                 prior[i] = self._overrides[name]
         return prior
 
     # RuntimeModel -----------------------------------------------------------------------
+    def _entry(self, job: JobSpec, placement: Placement) -> _Entry:
+        """The (job, placement)'s design rows and key, built once, and its last prediction."""
+        last = self._last.get(job.job_id)
+        if last is not None and last[0] is placement:  # a running job keeps its placement
+            return last[1]
+        ck = (job.job_id, placement)
+        entry = self._rows.get(ck)
+        if entry is None:
+            if len(self._rows) > 200_000:  # bound memory on long simulations
+                self._rows.clear()
+                self._last.clear()
+            dc, dm = self.family(job).design(job, placement, self.cluster)
+            entry = self._rows[ck] = _Entry(self.key(job, placement), dc, dm)
+        self._last[job.job_id] = (placement, entry)
+        return entry
+
     def _design(
         self, job: JobSpec, placement: Placement
     ) -> tuple[ProfileKey, np.ndarray, np.ndarray]:
-        ck = (job.job_id, placement)
-        rows = self._rows.get(ck)
-        if rows is None:
-            if len(self._rows) > 200_000:  # bound memory on long simulations
-                self._rows.clear()
-            dc, dm = self.family(job).design(job, placement, self.cluster)
-            rows = self._rows[ck] = (self.key(job, placement), dc, dm)
-        return rows
+        entry = self._entry(job, placement)
+        return entry.key, entry.dc, entry.dm
 
     def iteration_parts(self, job: JobSpec, placement: Placement) -> tuple[float, float]:
-        ck = (job.job_id, placement)
-        key, dc, dm = self._design(job, placement)
-        cache = self._cache.get(key)
-        if cache is None:
-            cache = self._cache[key] = {}
-        hit = cache.get(ck)
-        if hit is not None:
-            return hit
-        params = self.params(job, placement)
-        parts = (float(dc @ params), float(dm @ params))
-        if len(cache) > 100_000:
-            cache.clear()
-        cache[ck] = parts
-        return parts
+        entry = self._entry(job, placement)
+        version = self._version.get(entry.key, 0)
+        if entry.version != version:
+            params = self.params(job, placement)
+            entry.parts = (float(entry.dc @ params), float(entry.dm @ params))
+            entry.version = version
+        return entry.parts
 
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         return self.family(job).units_per_iteration(job, placement)
@@ -194,28 +222,58 @@ class RuntimeEstimator(RuntimeModel):
     def observe(self, measurement: Measurement, job: JobSpec) -> None:
         if measurement.iterations <= 0 or measurement.placement.is_empty:
             return
-        times = (measurement.compute_time_s, measurement.comm_time_s)
-        if not all(math.isfinite(t) and t >= 0 for t in times):
+        compute, comm = measurement.compute_time_s, measurement.comm_time_s
+        if not (math.isfinite(compute) and compute >= 0 and math.isfinite(comm) and comm >= 0):
             log.warning(
                 "[perfmodel] ignoring measurement of %s in slot %d: times %s",
                 measurement.job_id,
                 measurement.slot,
-                times,
+                (compute, comm),
             )
             return
-        key, dc, dm = self._design(job, measurement.placement)
+        entry = self._entry(job, measurement.placement)
+        key = entry.key
         moved = None
         gbps = measurement.comm_gbps
         if gbps is not None and math.isfinite(gbps) and gbps > 0:
-            moved = gbps * GBIT / 8 * measurement.comm_time_s  # bytes per worker-iteration
-        wire = self.family(job).wire_bytes(job, measurement.placement)
-        self._samples[key].append(
-            _Sample(dc, dm, measurement.compute_time_s, measurement.comm_time_s, wire, moved)
-        )
+            moved = gbps * GBIT / 8 * comm  # bytes per worker-iteration
+        if entry.wire < 0:
+            entry.wire = self.family(job).wire_bytes(job, measurement.placement)
+        samples = self._samples[key]
+        if len(samples) == samples.maxlen and samples[0].moved is not None:
+            self._count_bytes(key, samples[0], -1.0)
+        sample = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
+        samples.append(sample)
+        if moved is not None:
+            self._count_bytes(key, sample, 1.0)
         if key not in self._priors:
             self._priors[key] = self.params(job, measurement.placement).copy()
+        fit = self.fits.get(key)
+        if fit is not None and fit.ok and fit.rmse <= 1e-9:
+            # The fit in use is exact so far: when it predicts this measurement to rounding
+            # too, a refit would change nothing (a converged model on noiseless data, the
+            # common case that keeps long simulations cheap).
+            pc, pm = self.iteration_parts(job, measurement.placement)
+            if abs(pc - compute) <= 1e-12 * max(1.0, compute) and abs(pm - comm) <= 1e-12 * max(
+                1.0, comm
+            ):
+                return
         self._fresh[key] += 1
         self._dirty.add(key)
+
+    def _count_bytes(self, key: ProfileKey, sample: _Sample, sign: float) -> None:
+        """Keep the key's measured / model bytes (least squares through the origin over the
+        window's samples that measured bytes) as running sums; unchanged when none did."""
+        if sample.moved is None or sample.wire <= 0:
+            return
+        sums = self._byte_sums.setdefault(key, [0.0, 0.0, 0])
+        sums[0] += sign * sample.wire * sample.moved
+        sums[1] += sign * sample.wire * sample.wire
+        sums[2] += int(sign)
+        if sums[2] == 0:
+            sums[0] = sums[1] = 0.0  # no drift left behind by the running sums
+        elif sums[1] > 0:
+            self.bytes_ratio[key] = sums[0] / sums[1]
 
     def refit(self) -> None:
         """Refit every key that received measurements since the last refit."""
@@ -225,7 +283,6 @@ class RuntimeEstimator(RuntimeModel):
             samples = self._samples[key]
             fam = self._families[key[0]]
             fresh, self._fresh[key] = self._fresh[key], 0
-            self._fit_bytes(key, samples)
             if self._explains(key, samples, fresh):
                 continue
             design = np.vstack([s.dc for s in samples] + [s.dm for s in samples])
@@ -238,7 +295,7 @@ class RuntimeEstimator(RuntimeModel):
                 continue
             self.fits[key] = result
             if old is None or not np.array_equal(old.params, result.params):
-                self._cache.pop(key, None)
+                self._version[key] = self._version.get(key, 0) + 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "[perfmodel] refit %s: %s pinned=%s rmse=%.3g bytes measured/model=%s",
@@ -249,13 +306,6 @@ class RuntimeEstimator(RuntimeModel):
                     self.bytes_ratio.get(key),
                 )
         self._dirty.clear()
-
-    def _fit_bytes(self, key: ProfileKey, samples: deque[_Sample]) -> None:
-        """The key's measured / model bytes (least squares through the origin over the
-        samples that measured bytes); unchanged when none did."""
-        pairs = [(s.wire, s.moved) for s in samples if s.moved is not None and s.wire > 0]
-        if pairs:
-            self.bytes_ratio[key] = sum(w * m for w, m in pairs) / sum(w * w for w, _ in pairs)
 
     def _explains(self, key: ProfileKey, samples: deque[_Sample], fresh: int) -> bool:
         """True when the current fit already predicts every new sample exactly (so a refit

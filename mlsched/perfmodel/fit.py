@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 __all__ = ["FitResult", "fit_linear"]
 
@@ -30,9 +31,16 @@ class FitResult:
     ok: bool = True
     message: str = ""
 
-    @property
+    @cached_property
     def rmse(self) -> float:
         return float(np.sqrt(np.mean(self.residuals**2))) if self.residuals.size else 0.0
+
+
+def _lsq_linear(a: np.ndarray, rhs: np.ndarray) -> Any:
+    """scipy's bounded (x >= 0) least squares, imported on first need."""
+    from scipy.optimize import lsq_linear
+
+    return lsq_linear(a, rhs, bounds=(0.0, np.inf), method="bvls")
 
 
 def fit_linear(
@@ -74,11 +82,18 @@ def fit_linear(
     if free:
         a = design[:, free] / scale[free]
         try:
-            sol = lsq_linear(a, rhs, bounds=(0.0, np.inf), method="bvls")
-            if sol.success:
-                params[free] = sol.x / scale[free]
+            # The free columns have full rank, so the unconstrained least-squares solution
+            # is unique; when it is non-negative it is also the bounded one, and scipy (a
+            # third of a second to import) is not needed.
+            x = np.linalg.lstsq(a, rhs, rcond=None)[0]
+            if np.isfinite(x).all() and (x >= 0).all():
+                params[free] = x / scale[free]
             else:
-                ok, message = False, f"solver did not converge: {sol.message}"
+                sol = _lsq_linear(a, rhs)
+                if sol.success:
+                    params[free] = sol.x / scale[free]
+                else:
+                    ok, message = False, f"solver did not converge: {sol.message}"
         except (ValueError, np.linalg.LinAlgError) as err:  # singular or degenerate input
             ok, message = False, f"fit failed: {err}"
         if not ok:

@@ -65,8 +65,12 @@ class SimulatedExecutor(Executor):
         self._seen: set[str] = set()
         self._report = SlotReport(slot=-1)
         self._parts: dict[tuple[str, Placement], tuple[float, float, float]] = {}
+        self._last_parts: dict[str, tuple[Placement, tuple[float, float, float]]] = {}
 
     def _true_parts(self, job: JobSpec, p: Placement) -> tuple[float, float, float]:
+        last = self._last_parts.get(job.job_id)
+        if last is not None and last[0] is p:  # a running job keeps its placement
+            return last[1]
         key = (job.job_id, p)
         hit = self._parts.get(key)
         if hit is None:
@@ -76,7 +80,9 @@ class SimulatedExecutor(Executor):
             hit = (compute, comm, self._model.units_per_iteration(job, p))
             if len(self._parts) > 200_000:
                 self._parts.clear()
+                self._last_parts.clear()
             self._parts[key] = hit
+        self._last_parts[job.job_id] = (p, hit)
         return hit
 
     def apply(
@@ -88,6 +94,11 @@ class SimulatedExecutor(Executor):
     ) -> None:
         report = SlotReport(slot=slot)
         noise = self.truth.noise
+        measure = self.truth.measure
+        restart_s = self.truth.restart_s
+        slot_seconds = self.slot_seconds
+        last, seen = self._last, self._seen
+        progress, measurements = report.progress, report.measurements
         for job_id, p in allocation.items():
             job = jobs[job_id]
             compute, comm, units_per_iter = self._true_parts(job, p)
@@ -96,31 +107,32 @@ class SimulatedExecutor(Executor):
                 compute, comm = compute * factor, comm * factor
             iter_s = compute + comm
             # A re-layout, or a resume after a pause, restarts from a checkpoint.
-            prev = self._last.get(job_id)
-            moved = job_id in self._seen and (prev is None or prev != p)
-            restart = self.truth.restart_s if moved else 0.0
-            usable = max(0.0, self.slot_seconds - restart)
+            prev = last.get(job_id)
+            moved = prev is not p and job_id in seen and (prev is None or prev != p)
+            restart = restart_s if moved else 0.0
+            usable = slot_seconds - restart if slot_seconds > restart else 0.0
             rate = units_per_iter / iter_s if iter_s > 0 else 0.0
             left = remaining[job_id]
             if rate > 0 and rate * usable >= left - 1e-9:
                 units, finished = left, True
-                offset = restart + left / rate
+                offset: float | None = restart + left / rate
             else:
                 units, finished, offset = rate * usable, False, None
-            report.progress[job_id] = JobProgress(units, finished, offset, restart)
-            if self.truth.measure and units > 0:
+            progress[job_id] = JobProgress(units, finished, offset, restart)
+            if measure and units > 0:
                 iterations = units / units_per_iter
-                report.measurements.append(
+                measurements.append(
                     Measurement(
-                        job_id=job_id,
-                        slot=slot,
-                        placement=p,
-                        iterations=iterations,
-                        iteration_time_s=iter_s,
-                        compute_time_s=compute,
-                        comm_time_s=comm,
-                        bytes_sent=iterations * 2 * job.gradient_bytes,
-                        restart_s=restart,
+                        job_id,
+                        slot,
+                        p,
+                        iterations,
+                        iter_s,
+                        compute,
+                        comm,
+                        iterations * 2 * job.gradient_bytes,
+                        0.0,
+                        restart,
                     )
                 )
         self._seen.update(allocation)

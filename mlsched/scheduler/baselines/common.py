@@ -34,13 +34,19 @@ def fixed_counts(
     """
     if ps_rule not in PS_RULES:
         raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
-    rng = job_rng(seed, job.job_id, "fixed_counts")
+    rngs: list[np.random.Generator] = []
+
+    def draw(high: int) -> int:  # the job's stream, made on first need (it costs ~50 us)
+        if not rngs:
+            rngs.append(job_rng(seed, job.job_id, "fixed_counts"))
+        return int(rngs[0].integers(1, high + 1))
+
     cap = min(max_workers, job.worker_cap)
-    w = job.requested_workers or int(rng.integers(1, cap + 1))
+    w = job.requested_workers or draw(cap)
     w = max(job.min_workers, min(w, job.worker_cap))
     if not job.uses_ps:
         return w, 0
-    drawn = int(rng.integers(1, max_ps + 1))  # drawn either way: same stream, same W
+    drawn = draw(max_ps)  # drawn either way: same stream, same W
     p = job.requested_ps or (drawn if ps_rule == "drawn" else job.ps_needed(w))
     p = min(max(p, job.ps_needed(w)), max(w, job.ps_needed(w)))
     return w, p

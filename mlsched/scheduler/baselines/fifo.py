@@ -45,6 +45,8 @@ class FifoPolicy(Policy):
         self._running: dict[str, Placement] = {}
         self._ledger: CapacityLedger | None = None
         self._rr: RoundRobin | None = None
+        self._fits_empty: dict[tuple[object, ...], bool] = {}
+        self._fits_cluster: object = None
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
@@ -56,10 +58,17 @@ class FifoPolicy(Policy):
         w, p = fixed_counts(
             job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
         )
-        if (
-            not can_ever_run(job, view.cluster, w)
-            or pack(job, w, p, CapacityLedger(view.cluster)) is None
-        ):
+        # Whether a job fits the empty cluster depends on its shape only: one check per
+        # shape (a trace holds thousands of jobs of a few shapes).
+        if view.cluster is not self._fits_cluster:  # agents joined or left: check anew
+            self._fits_cluster, self._fits_empty = view.cluster, {}
+        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, w, p)
+        fits = self._fits_empty.get(shape)
+        if fits is None:
+            fits = self._fits_empty[shape] = can_ever_run(job, view.cluster, w) and (
+                pack(job, w, p, CapacityLedger(view.cluster)) is not None
+            )
+        if not fits:
             return Admission.reject(
                 RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
             )

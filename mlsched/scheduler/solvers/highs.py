@@ -25,10 +25,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+if TYPE_CHECKING:  # scipy.optimize takes a third of a second to import: on first solve
+    from scipy.optimize import Bounds
 
 from mlsched.scheduler.solvers.quiet import stdout_to_stderr
 
@@ -37,9 +39,7 @@ __all__ = ["SolveResult", "SolveStatus", "solve_lp", "solve_milp"]
 log = logging.getLogger(__name__)
 
 #: A bound pair per variable (None = unbounded), one pair for all, or scipy ``Bounds``.
-BoundsLike: TypeAlias = (
-    Sequence[tuple[float | None, float | None]] | tuple[float | None, float | None] | Bounds | None
-)
+BoundsLike: TypeAlias = "Sequence[tuple[float | None, float | None]] | tuple[float | None, float | None] | Bounds | None"
 
 
 class SolveStatus(str, Enum):
@@ -154,6 +154,8 @@ def solve_lp(
     cost = _cost(c, maximize)
     limit = _time_limit(time_limit_s, required=False)
     options = {} if limit is None else {"time_limit": limit}
+    from scipy.optimize import Bounds, linprog
+
     if isinstance(bounds, Bounds):
         bounds = list(
             zip(
@@ -177,6 +179,8 @@ def solve_lp(
 
 
 def _to_bounds(bounds: BoundsLike, n: int) -> Bounds:
+    from scipy.optimize import Bounds
+
     if bounds is None:
         return Bounds(np.zeros(n), np.full(n, np.inf))
     if isinstance(bounds, Bounds):
@@ -232,6 +236,8 @@ def solve_milp(
     kinds = np.ones(n) if integrality is None else np.asarray(integrality, dtype=float)
     if kinds.shape != (n,):
         raise ValueError(f"integrality: expected {n} entries, got shape {kinds.shape}")
+    from scipy.optimize import LinearConstraint, milp
+
     constraints = []
     for A, lo, b, name in ((A_ub, True, b_ub, "ub"), (A_eq, False, b_eq, "eq")):
         if A is None and b is None:

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 #: The slot length of a workload that gives none.
 DEFAULT_SLOT_SECONDS = 3600.0
 
+#: Notes the loaders keep for themselves, not written back to a file.
+_INTERNAL_NOTES = frozenset({"slot_seconds_given"})
+
 #: Job kinds a ``runtime:`` mapping may name (see :class:`RuntimeEstimator`).
 RUNTIME_KINDS: tuple[str, ...] = ("ps_async", "ps_sync", "allreduce")
 
@@ -93,7 +96,7 @@ class Workload:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The workload-file form (see docs/workloads.md); ``notes`` are not part of it."""
+        """The workload-file form (see docs/workloads.md), notes included."""
         out: dict[str, Any] = {"name": self.name}
         if self.description:
             out["description"] = self.description
@@ -103,6 +106,9 @@ class Workload:
         if self.runtime:
             out["runtime"] = dict(self.runtime)
         out["cluster"] = self.cluster.to_dict()
+        notes = {k: v for k, v in self.notes.items() if k not in _INTERNAL_NOTES}
+        if notes:
+            out["notes"] = notes
         out["jobs"] = [j.to_dict() for j in self.jobs]
         return out
 

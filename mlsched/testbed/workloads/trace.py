@@ -8,6 +8,7 @@ A YAML/JSON workload is a mapping::
     slot_seconds: 60          # optional (default 3600)
     runtime: {ps_sync: ps_sync}   # optional job kind -> runtime family
     cluster: {servers: [...], topology: {...}}
+    notes: {...}              # optional: how the workload was made (trace import)
     jobs: [ {job_id: a, ...}, ... ]   # JobSpec.from_dict fields, or a path to a CSV trace
 
 A CSV trace has one job per row; columns are JobSpec fields and nested fields are dotted
@@ -51,25 +52,35 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TOP_KEYS = ("name", "description", "horizon_slots", "slot_seconds", "runtime", "cluster", "jobs")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "horizon_slots",
+    "slot_seconds",
+    "runtime",
+    "cluster",
+    "notes",
+    "jobs",
+)
 _JOB_FIELDS = frozenset(f.name for f in fields(JobSpec))
 #: Workload files (a simulator's input, not a request) may be this many times larger than a
 #: submitted job document: paper-scale traces hold tens of thousands of jobs.
 WORKLOAD_SIZE_FACTOR = 64
+#: Largest YAML/JSON workload file, bytes (a larger job set goes in a CSV beside it).
+WORKLOAD_LIMIT = MAX_DOCUMENT_BYTES * WORKLOAD_SIZE_FACTOR
 
 
 def _read_document(path: Path) -> Any:
     """Parse a YAML or JSON file within the document limits; errors name the file."""
     try:
         with path.open("rb") as fh:
-            data = fh.read(MAX_DOCUMENT_BYTES * WORKLOAD_SIZE_FACTOR + 1)
+            data = fh.read(WORKLOAD_LIMIT + 1)
     except OSError as err:
         raise SpecError(
             "file", str(path), f"a readable file ({err.strerror})", where=str(path)
         ) from None
-    limit = MAX_DOCUMENT_BYTES * WORKLOAD_SIZE_FACTOR
     return load_document(
-        data, where=str(path), json_only=path.suffix.lower() == ".json", limit=limit
+        data, where=str(path), json_only=path.suffix.lower() == ".json", limit=WORKLOAD_LIMIT
     )
 
 
@@ -162,6 +173,7 @@ def _from_document(path: Path, doc: Any, given: Cluster | None) -> Workload:
         description = data.get("description", "")
         if not isinstance(description, str):
             raise SpecError("description", description, "a string")
+        notes = dict(req_mapping(data.get("notes") or {}, "notes"))
     except SpecError as err:
         raise _located(err, where) from None
     raw_jobs = data.get("jobs")
@@ -179,7 +191,7 @@ def _from_document(path: Path, doc: Any, given: Cluster | None) -> Workload:
             slot_seconds=float(slot_seconds),
             runtime=dict(runtime),
             description=description,
-            notes={"slot_seconds_given": "slot_seconds" in data},
+            notes={**notes, "slot_seconds_given": "slot_seconds" in data},
         )
     except SpecError as err:
         raise _located(err, where) from None
@@ -216,7 +228,7 @@ def _jobs_from_list(raw: Any, where: str) -> list[JobSpec]:
 # CSV ------------------------------------------------------------------------------------
 #: Columns whose cells are text; every other column holds numbers (or true/false).
 _TEXT_COLUMNS = frozenset(
-    {"job_id", "model", "arch", "sync", "gpu_type", "utility.kind"}
+    {"job_id", "model", "profile", "arch", "sync", "gpu_type", "utility.kind"}
     | {"training.dataset", "training.data_path"}
 )
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -292,15 +304,19 @@ def _read_rows(handle: Any, where: str) -> list[JobSpec]:
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise SpecError(f"column {duplicated[0]!r}", duplicated[0], "each column once", where=where)
-    for column in header:
-        head = (column or "").split(".")[0]
-        if head not in _JOB_FIELDS:
-            raise SpecError(
-                f"column {column!r}",
-                column,
-                f"a JobSpec field: {', '.join(sorted(_JOB_FIELDS))}",
-                where=where,
-            )
+    unknown = [c for c in header if (c or "").split(".")[0] not in _JOB_FIELDS]
+    if unknown:
+        shown = ", ".join(repr(c[:40]) for c in unknown[:12])
+        more = f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
+        raise SpecError(
+            f"column {unknown[0]!r}",
+            unknown[0],
+            f"JobSpec fields only (docs/workloads.md); unknown columns: {shown}{more}. "
+            "For a trace of another shape: mlsched trace import FILE --format csv "
+            "--column arrival_s=COLUMN --column duration_s=COLUMN --out W.yaml "
+            "(docs/traces.md)",
+            where=where,
+        )
     jobs: list[JobSpec] = []
     seen: dict[str, int] = {}
     for index, row in enumerate(reader, start=1):

@@ -5,7 +5,7 @@
 * **Rescaled arrivals.** Arrivals are stored in slots, so another slot length moves every
   arrival in seconds (slot 10 of 60 s is 600 s; of 3,600 s, ten hours).
 * **Pooled speeds.** The runtime model shares fitted parameters between jobs of one profile
-  key (kind, model name, batch sizes, GPU type): jobs that share a model name but not a
+  key (kind, profile or model name, batch sizes, GPU type): jobs that share a model name but not a
   speed are averaged into one, and per-job speeds from a trace are lost.
 """
 
@@ -27,15 +27,21 @@ _LIST = 5
 
 
 def pooled_speeds(jobs: tuple[JobSpec, ...]) -> dict[str, int]:
-    """Model name -> how many jobs share a profile key with a job of another speed
-    (``compute_s`` or ``gradient_mb``): the runtime model fits them as one."""
+    """Profile (model name unless given) -> how many jobs share a profile key with a job of
+    another speed (``compute_s``, ``compute_s_by_type`` or ``gradient_mb``): the runtime
+    model fits them as one."""
     groups: dict[tuple[Any, ...], list[JobSpec]] = defaultdict(list)
     for job in jobs:
-        key = (job.arch, job.sync, job.model, job.batch_size, job.global_batch, job.gpu_type)
+        profile = job.profile or job.model
+        key = (job.arch, job.sync, profile, job.batch_size, job.global_batch, job.gpu_type)
         groups[key].append(job)
     out: dict[str, int] = defaultdict(int)
     for key, members in groups.items():
-        if len({(j.compute_s, j.gradient_mb) for j in members}) > 1:
+        speeds = {
+            (j.compute_s, j.gradient_mb, tuple(sorted(j.compute_s_by_type.items())))
+            for j in members
+        }
+        if len(speeds) > 1:
             out[str(key[2])] += len(members)
     return dict(out)
 
@@ -72,8 +78,9 @@ def warn_traps(
         more = f" and {len(names) - _LIST} more" if len(names) > _LIST else ""
         said.append(
             f"{where}: jobs that share a model name run at different speeds ({shown}{more}); "
-            "the runtime model fits one speed per model name, batch size and GPU type, so "
-            "theirs are averaged: give each speed its own model name to keep it"
+            "the runtime model fits one speed per profile (default: the model name), batch "
+            "size and GPU type, so theirs are averaged: give each speed its own profile: "
+            "(mlsched trace import does) to keep it"
         )
     for text in said:
         log.warning(text)

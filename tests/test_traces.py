@@ -267,7 +267,7 @@ def test_slot_length_is_chosen_from_run_times(tmp_path: Path) -> None:
     assert imported.notes["slot_seconds"].startswith("chosen: 900 s")
 
 
-def test_large_workloads_keep_their_jobs_in_a_csv(
+def test_large_workloads_keep_their_jobs_beside(
     gavel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import mlsched.testbed.workloads.trace as trace_module
@@ -276,11 +276,18 @@ def test_large_workloads_keep_their_jobs_in_a_csv(
     cluster = load_cluster_file(typed_cluster(tmp_path, {"v100": 2}))
     imported = import_trace(gavel, "gavel", cluster=cluster)
     written = write_workload(imported, tmp_path / "big.yaml")
-    assert [p.name for p in written] == ["big.yaml", "big.jobs.csv"]
+    assert [p.name for p in written] == ["big.yaml", "big.jobs.json"]
     monkeypatch.undo()
     back = load_workload(written[0])
     assert [j.to_dict() for j in back.jobs] == [j.to_dict() for j in imported.jobs]
     assert back.notes["source"]["format"] == "gavel"
+    # Beyond a document's size even as a list: a CSV trace.
+    monkeypatch.setattr(trace_module, "WORKLOAD_LIMIT", 200)
+    written = write_workload(imported, tmp_path / "huge.yaml")
+    assert [p.name for p in written] == ["huge.yaml", "huge.jobs.csv"]
+    monkeypatch.undo()
+    back = load_workload(written[0])
+    assert [j.to_dict() for j in back.jobs] == [j.to_dict() for j in imported.jobs]
     # Many jobs go beside a YAML file too (its loader is slow), not beside a JSON one.
     import mlsched.traces as traces
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from mlsched.cli_parser import key_values
 from mlsched.core.errors import SpecError
 
 # gRPC, the generated stubs, YAML and the auth module are imported by the functions that use
@@ -150,18 +151,6 @@ def _token(args: argparse.Namespace) -> str | None:
     return read_token(args.token or os.environ.get("MLSCHED_TOKEN"), args.token_file)
 
 
-def _policy_options(pairs: list[str]) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SpecError("--policy-option", pair, "KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
 def run_cluster_command(args: argparse.Namespace) -> int:
     if args.command == "controller":
         return _controller(args)
@@ -206,7 +195,7 @@ def _controller(args: argparse.Namespace) -> int:
     cfg = ControllerConfig(
         listen=args.listen,
         policy=args.policy,
-        policy_options=_policy_options(args.policy_option),
+        policy_options=key_values(args.policy_option, "--policy-option", "g_delta=0.8"),
         slot_seconds=args.slot_seconds,
         db=args.db,
         checkpoint_root=args.checkpoint_root,

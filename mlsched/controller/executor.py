@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from mlsched.core.allocation import Allocation
 from mlsched.core.job import JobSpec
@@ -17,8 +18,7 @@ from mlsched.perfmodel.base import Measurement
 __all__ = ["Executor", "JobProgress", "SlotReport"]
 
 
-@dataclass(frozen=True)
-class JobProgress:
+class JobProgress(NamedTuple):
     """One job's outcome in one slot.
 
     ``units`` is the work done (never more than what remained); ``finished`` says the job's

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -44,8 +44,11 @@ class NicThroughput(NamedTuple):
     recv_gbps: float
 
 
-@dataclass(frozen=True)
-class Measurement:
+#: No NIC readings (shared, read-only: a tuple's default is one object for all).
+_NO_NIC: Mapping[str, NicThroughput] = MappingProxyType({})
+
+
+class Measurement(NamedTuple):
     """What an executor reports for one job over one slot (means over its iterations).
 
     ``iterations`` counts per-worker mini-batches for async PS jobs and synchronous steps
@@ -54,7 +57,8 @@ class Measurement:
     throughput a worker achieved while communicating: the bytes it sent plus received per
     iteration over its communication seconds per iteration, Gbit/s (None: not measured).
     ``nic`` holds the NIC throughput of the job's hosts over the slot, by server name, for
-    the hosts that reported it (it counts every job's traffic on the host).
+    the hosts that reported it (it counts every job's traffic on the host). A tuple: the
+    simulator makes one per running job per slot.
     """
 
     job_id: str
@@ -69,7 +73,7 @@ class Measurement:
     restart_s: float = 0.0
     predicted_iteration_time_s: float | None = None
     comm_gbps: float | None = None
-    nic: Mapping[str, NicThroughput] = field(default_factory=dict, hash=False)
+    nic: Mapping[str, NicThroughput] = _NO_NIC
 
 
 class PerfFamily(ABC):

@@ -87,15 +87,16 @@ def import_trace(
     )
 
 
-#: A YAML workload with more jobs than this keeps them in a CSV beside it: the YAML loader
-#: (pure Python, for safety) takes seconds over thousands of jobs, the CSV a fraction.
+#: A YAML workload with more jobs than this keeps them in a JSON list beside it: the YAML
+#: loader (pure Python, for safety) takes seconds over thousands of jobs, JSON a fraction.
 INLINE_JOBS = 1000
 
 
 def write_workload(imported: Imported, out: str | Path) -> list[Path]:
     """Write the workload (``.yaml``/``.yml``/``.json``); the paths written. A YAML file of
     more than :data:`INLINE_JOBS` jobs, or any file larger than a workload file may be,
-    keeps its jobs in ``<stem>.jobs.csv`` beside it (``jobs: <stem>.jobs.csv``)."""
+    keeps its jobs in ``<stem>.jobs.json`` beside it (``jobs: <stem>.jobs.json``), one job
+    per line; in ``<stem>.jobs.csv`` when even that list is larger than a document may be."""
     import yaml
 
     from mlsched.testbed.workloads import trace
@@ -115,8 +116,12 @@ def write_workload(imported: Imported, out: str | Path) -> list[Path]:
     text = "" if suffix != ".json" and len(imported.jobs) > INLINE_JOBS else dump(doc)
     written = [p]
     if not text or len(text.encode()) > trace.WORKLOAD_LIMIT:
-        beside = p.with_name(f"{p.stem}.jobs.csv")
-        trace.write_trace_csv(imported.jobs, beside)
+        lines = ",\n".join(json.dumps(job) for job in doc["jobs"])
+        if len(lines) < trace.WORKLOAD_LIMIT:
+            beside = p.with_name(f"{p.stem}.jobs.json")
+            beside.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
+        else:  # beyond a document's size: a CSV trace, which has no such limit
+            beside = trace.write_trace_csv(imported.jobs, p.with_name(f"{p.stem}.jobs.csv"))
         doc["jobs"] = beside.name
         text = dump(doc)
         written.append(beside)

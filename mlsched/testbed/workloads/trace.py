@@ -9,7 +9,8 @@ A YAML/JSON workload is a mapping::
     runtime: {ps_sync: ps_sync}   # optional job kind -> runtime family
     cluster: {servers: [...], topology: {...}}
     notes: {...}              # optional: how the workload was made (trace import)
-    jobs: [ {job_id: a, ...}, ... ]   # JobSpec.from_dict fields, or a path to a CSV trace
+    jobs: [ {job_id: a, ...}, ... ]   # JobSpec.from_dict fields, or the path of a CSV trace
+                                      # or of a JSON list of jobs
 
 A CSV trace has one job per row; columns are JobSpec fields and nested fields are dotted
 (``worker.gpu``, ``utility.kind``, ``worker_types.big.gpu``). Empty cells mean "not given".
@@ -178,8 +179,11 @@ def _from_document(path: Path, doc: Any, given: Cluster | None) -> Workload:
         raise _located(err, where) from None
     raw_jobs = data.get("jobs")
     if isinstance(raw_jobs, str):
-        csv_path = (path.parent / raw_jobs) if not Path(raw_jobs).is_absolute() else Path(raw_jobs)
-        jobs = load_trace_csv(csv_path)
+        jobs_path = path.parent / raw_jobs if not Path(raw_jobs).is_absolute() else Path(raw_jobs)
+        if jobs_path.suffix.lower() == ".json":  # a JSON list of jobs: loads fastest
+            jobs = _jobs_from_list(_read_document(jobs_path), str(jobs_path))
+        else:
+            jobs = load_trace_csv(jobs_path)
     else:
         jobs = _jobs_from_list(raw_jobs, where)
     try:

@@ -26,9 +26,9 @@ from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_parser import (
     EnvDefault,
     Parser,
+    VersionAction,
     key_values,
     nonneg_float,
-    package_version,
     positive_float,
     positive_int,
 )
@@ -71,7 +71,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
     )
-    parser.add_argument("--version", action="version", version=f"mlsched {package_version()}")
+    parser.add_argument("--version", action=VersionAction)
     levels = ["debug", "info", "warning", "error"]
     parser.add_argument(
         "--log-level",

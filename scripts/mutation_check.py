@@ -89,8 +89,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "estimator-loose-observe-shortcut",
         "mlsched/perfmodel/estimator.py",
-        "if abs(pc - compute) <= 1e-12 * max(1.0, compute)",
-        "if abs(pc - compute) <= 1e-1 * max(1.0, compute)",
+        "return abs(pc - compute) <= 1e-12 * max(1.0, compute)",
+        "return abs(pc - compute) <= 1e-1 * max(1.0, compute)",
         ("tests/test_estimator.py",),
         "a measurement within 10 % of an exact fit marks nothing for refit: drift is missed",
     ),

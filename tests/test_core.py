@@ -178,6 +178,29 @@ def test_cluster_from_dict_expands_counts_and_orders_resources() -> None:
     assert Cluster.from_dict(cluster.to_dict()) == cluster
 
 
+def test_cluster_to_dict_writes_runs_of_equal_servers_as_counts() -> None:
+    gpu = {"capacity": {"gpu": 1}}
+    cluster = Cluster.from_dict(
+        {
+            "servers": [
+                {"name": "a", "count": 3, **gpu},
+                {"name": "a-3", **gpu},  # continues the run a-0 .. a-2
+                {"name": "b-0", **gpu},  # a run of one stays as named
+                {"name": "c-0", **gpu},
+                {"name": "c-1", "capacity": {"gpu": 2}},  # named as a run, not equal
+            ]
+        }
+    )
+    entries = cluster.to_dict()["servers"]
+    assert [(e["name"], e.get("count")) for e in entries] == [
+        ("a", 4),
+        ("b-0", None),
+        ("c-0", None),
+        ("c-1", None),
+    ]
+    assert Cluster.from_dict(cluster.to_dict()) == cluster
+
+
 def test_cluster_offers_gpus_only_when_some_server_has_them() -> None:
     cpu_only = Cluster((Server("a", ResourceVector({"cpu": 4})),))
     assert not cpu_only.offers(ResourceVector({"gpu": 1}))

@@ -20,6 +20,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,9 @@ from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["Engine", "JobRecord", "ModelError", "RunResult"]
+
+# Made without the named tuple's Python-level __new__: one per measurement.
+_model_error = partial(tuple.__new__, ModelError)
 
 log = logging.getLogger(__name__)
 
@@ -271,10 +275,11 @@ class Engine:
         self._check_and_account(t, allocation)
         specs: dict[str, JobSpec] = {}
         remaining: dict[str, float] = {}
+        active = self._active
         for j in allocation:
-            record = self._active[j]
-            specs[j] = record.spec
-            remaining[j] = record.spec.total_work - record.progress
+            record = active[j]
+            spec = specs[j] = record.spec
+            remaining[j] = spec.total_work - record.progress
         self.executor.apply(t, allocation, specs, remaining)
         report = self.executor.collect(t)
         self._account(t, allocation, report)
@@ -484,22 +489,27 @@ class Engine:
 
     # Accounting -------------------------------------------------------------------------
     def _account(self, t: int, allocation: Allocation, report: SlotReport) -> None:
+        records_of, progress, running = self._active, report.progress, JobState.RUNNING
         for job_id, p in allocation.items():
-            record = self._active[job_id]
-            prog = report.progress.get(job_id)
+            record = records_of[job_id]
+            prog = progress.get(job_id)
             last = record.last_placement
-            if last is not None and last is not p and last != p:
-                record.restarts += 1
-            record.last_placement = p
-            if record.started_slot is None:
-                record.started_slot = t
+            if last is not p:
+                if last is not None and last != p:
+                    record.restarts += 1
+                record.last_placement = p
+                if record.started_slot is None:
+                    record.started_slot = t
             record.slots_run += 1
             record.worker_slots += p.n_workers
-            record.state = JobState.RUNNING
+            record.state = running
             if prog is None:
                 continue
-            record.progress = min(record.spec.total_work, record.progress + prog.units)
-            record.restart_s += prog.restart_s
+            units = record.progress + prog.units
+            total = record.spec.total_work
+            record.progress = units if units < total else total
+            if prog.restart_s:
+                record.restart_s += prog.restart_s
             if prog.finished:
                 record.progress = record.spec.total_work
                 record.state = JobState.DONE
@@ -525,13 +535,13 @@ class Engine:
             measured = records.get(m.job_id)
             if measured is None:
                 continue
-            spec = measured.spec
             predicted = m.predicted_iteration_time_s
             if predicted is None:
-                predicted = runtime.iteration_time(spec, m.placement)
+                predicted = runtime.observe_predicted(m, measured.spec)
+            else:
+                runtime.observe(m, measured.spec)
             if m.iterations > 0:
-                errors.append(ModelError(m.job_id, t, predicted, m.iteration_time_s))
-            runtime.observe(m, spec)
+                errors.append(_model_error((m.job_id, t, predicted, m.iteration_time_s)))
         self.runtime.refit()
         finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
         for job_id in finished:

@@ -17,7 +17,7 @@ from mlsched.core.job import JobSpec
 __all__ = ["JobRecord", "ModelError", "RunResult"]
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the engine updates every running job's record each slot
 class JobRecord:
     """Everything the engine knows about one job (mutable; policies see a read-only view)."""
 

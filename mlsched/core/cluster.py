@@ -220,7 +220,19 @@ class Cluster:
         none) are unconstrained and drop out; :meth:`offers` catches the one that must not
         (GPUs).
         """
-        return demand.to_array(self.resource_names)
+        arrays = self._demand_arrays
+        array = arrays.get(demand)
+        if array is None:
+            # Read-only and kept: a few distinct demands are asked for again and again.
+            array = demand.to_array(self.resource_names)
+            array.setflags(write=False)
+            if len(arrays) < 4096:
+                arrays[demand] = array
+        return array
+
+    @cached_property
+    def _demand_arrays(self) -> dict[ResourceVector, np.ndarray]:
+        return {}
 
     def offers(self, demand: ResourceVector) -> bool:
         """False when the demand needs GPUs and no server has any."""
@@ -263,7 +275,23 @@ class Cluster:
         return cls(tuple(servers), Topology.from_dict(data.get("topology")))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topology": self.topology.to_dict(), "servers": [s.to_dict() for s in self.servers]}
+        """The form :meth:`from_dict` reads; a run of equal servers named ``<name>-0``,
+        ``<name>-1``, ... is written back as one entry with ``count`` (a 108-server cluster
+        is a few lines, not hundreds)."""
+        entries: list[dict[str, Any]] = []
+        run_base, run_rest, run_len = "", None, 0
+        for server in self.servers:
+            d = server.to_dict()
+            name = d.pop("name")
+            if run_len and name == f"{run_base}-{run_len}" and d == run_rest:
+                run_len += 1
+                entries[-1]["count"] = run_len
+                entries[-1]["name"] = run_base
+                continue
+            entries.append({"name": name, **d})
+            base, _, index = name.rpartition("-")
+            run_base, run_rest, run_len = (base, d, 1) if base and index == "0" else ("", None, 0)
+        return {"topology": self.topology.to_dict(), "servers": entries}
 
     def scaled(self, factor: float) -> Cluster:
         """The same cluster with every capacity multiplied by ``factor`` (for sweeps)."""

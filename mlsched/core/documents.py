@@ -146,15 +146,16 @@ def _expanded_size(root: Any, max_nodes: int) -> int:
 
 
 def _json_depth_ok(value: Any) -> bool:
+    # json.loads makes exactly dicts and lists; only containers are pushed.
+    if type(value) is not dict and type(value) is not list:
+        return True
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        children = item.values() if type(item) is dict else item
+        if children and depth >= MAX_DEPTH:  # a child, container or not, is one deeper
             return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        stack.extend((v, depth + 1) for v in children if type(v) is dict or type(v) is list)
     return True
 
 

@@ -32,7 +32,9 @@ def req_mapping(raw: Any, field: str) -> Mapping[str, Any]:
 
 def check_keys(raw: Mapping[str, Any], allowed: Iterable[str], field: str) -> None:
     """Refuse unknown keys: a typo must not silently fall back to a default."""
-    allowed_set = set(allowed)
+    allowed_set = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
+    if isinstance(raw, dict) and raw.keys() <= allowed_set:  # the common case, in C
+        return
     for key in raw:
         if key not in allowed_set:
             prefix = f"{field}." if field else ""

@@ -20,10 +20,8 @@ from typing import Any
 
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import (
-    bounded,
     check_keys,
     check_number,
-    opt_bounded,
     req_mapping,
     req_str,
 )
@@ -93,6 +91,13 @@ _FIELDS = (
 TRAINING_KEYS = JOB_SETTINGS
 
 
+_FIELD_SET = frozenset(_FIELDS)
+# Shared defaults: both are immutable, and one per job would be thousands of copies.
+_ALWAYS_ONE = Utility.constant(1.0)
+_ONE_CPU = ResourceVector({"cpu": 1})
+_ARCHS = tuple(a.value for a in Arch)
+_SYNC_MODES = tuple(m.value for m in SyncMode)
+
 # Numeric fields that may be null (None); the rest always hold a number.
 _OPTIONAL = frozenset(
     {"global_batch", "max_workers", "requested_workers", "requested_ps", "ps_ratio"}
@@ -120,7 +125,7 @@ class JobSpec:
     """
 
     job_id: str
-    utility: Utility = field(default_factory=lambda: Utility.constant(1.0))
+    utility: Utility = _ALWAYS_ONE
     arrival_slot: int = 0
     model: str = "resnet20"
     profile: str | None = None
@@ -136,8 +141,8 @@ class JobSpec:
     ps_ratio: float | None = None
     requested_workers: int | None = None
     requested_ps: int | None = None
-    worker: ResourceVector = field(default_factory=lambda: ResourceVector({"cpu": 1}))
-    ps: ResourceVector = field(default_factory=lambda: ResourceVector({"cpu": 1}))
+    worker: ResourceVector = _ONE_CPU
+    ps: ResourceVector = _ONE_CPU
     gpu_type: str | None = None
     worker_types: Mapping[str, ResourceVector] = field(default_factory=dict)
     ps_types: Mapping[str, ResourceVector] = field(default_factory=dict)
@@ -171,7 +176,9 @@ class JobSpec:
         for name, bound in JOB_LIMITS.items():
             value = getattr(self, name)
             if value is not None or name not in _OPTIONAL:
-                object.__setattr__(self, name, check_number(value, name, bound))
+                number = check_number(value, name, bound)
+                if number is not value:  # an int where a float belongs, or the reverse
+                    object.__setattr__(self, name, number)
         if self.max_workers is None:
             object.__setattr__(
                 self, "max_workers", min(self.chunks, JOB_LIMITS["max_workers"].high)
@@ -304,7 +311,7 @@ class JobSpec:
     @classmethod
     def from_dict(cls, raw: Any, field_name: str = "") -> JobSpec:
         data = req_mapping(raw, field_name or "job")
-        check_keys(data, _FIELDS, field_name)
+        check_keys(data, _FIELD_SET, field_name)
         f = field_name
 
         def opt_res(key: str) -> ResourceVector | None:
@@ -319,25 +326,24 @@ class JobSpec:
             "utility": (
                 Utility.from_dict(data["utility"], _join(f, "utility"))
                 if "utility" in data
-                else Utility.constant(1.0)
+                else _ALWAYS_ONE
             ),
             "model": req_str(data, "model", f, default="resnet20"),
-            "arch": req_str(data, "arch", f, choices=[a.value for a in Arch], default="ps"),
+            "arch": req_str(data, "arch", f, choices=_ARCHS, default="ps"),
             "sync": req_str(
                 data,
                 "sync",
                 f,
-                choices=[s.value for s in SyncMode],
+                choices=_SYNC_MODES,
                 default="async" if data.get("arch", "ps") == "ps" else "sync",
             ),
             "gpu_type": data.get("gpu_type"),
             "profile": data.get("profile"),
         }
-        for key, bound in JOB_LIMITS.items():
-            if key in _OPTIONAL:
-                kwargs[key] = opt_bounded(data, key, f, bound)
-            elif key in data:
-                kwargs[key] = bounded(data, key, f, bound)
+        # Numbers are checked once, in __post_init__ (its errors get the prefix below).
+        for key in JOB_LIMITS:
+            if key in data:
+                kwargs[key] = data[key]
         for key in ("worker", "ps"):
             vec = opt_res(key)
             if vec is not None:
@@ -351,12 +357,7 @@ class JobSpec:
                 }
         if data.get("compute_s_by_type") is not None:
             by_type = req_mapping(data["compute_s_by_type"], _join(f, "compute_s_by_type"))
-            kwargs["compute_s_by_type"] = {
-                check_id(k, _join(f, "compute_s_by_type"), max_len=64): bounded(
-                    by_type, k, _join(f, "compute_s_by_type"), JOB_LIMITS["compute_s"]
-                )
-                for k in by_type
-            }
+            kwargs["compute_s_by_type"] = dict(by_type)  # keys and numbers: __post_init__
         if data.get("training") is not None:
             kwargs["training"] = dict(req_mapping(data["training"], _join(f, "training")))
         try:
@@ -368,6 +369,12 @@ class JobSpec:
         out: dict[str, Any] = {}
         for name in _FIELDS:
             value = getattr(self, name)
+            if value is None:
+                continue
+            kind = type(value)
+            if kind is float or kind is int or kind is str:  # most fields, kept cheap
+                out[name] = value
+                continue
             if isinstance(value, Enum):
                 value = value.value
             elif isinstance(value, ResourceVector):

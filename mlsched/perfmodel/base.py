@@ -31,7 +31,7 @@ from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 
-__all__ = ["GBIT", "Measurement", "NicThroughput", "PerfFamily", "RuntimeModel"]
+__all__ = ["GBIT", "NO_NIC", "Measurement", "NicThroughput", "PerfFamily", "RuntimeModel"]
 
 #: Bits per gigabit; gradient sizes are bytes, bandwidths Gbit/s.
 GBIT = 1e9
@@ -45,7 +45,7 @@ class NicThroughput(NamedTuple):
 
 
 #: No NIC readings (shared, read-only: a tuple's default is one object for all).
-_NO_NIC: Mapping[str, NicThroughput] = MappingProxyType({})
+NO_NIC: Mapping[str, NicThroughput] = MappingProxyType({})
 
 
 class Measurement(NamedTuple):
@@ -73,7 +73,7 @@ class Measurement(NamedTuple):
     restart_s: float = 0.0
     predicted_iteration_time_s: float | None = None
     comm_gbps: float | None = None
-    nic: Mapping[str, NicThroughput] = _NO_NIC
+    nic: Mapping[str, NicThroughput] = NO_NIC
 
 
 class PerfFamily(ABC):
@@ -137,6 +137,12 @@ class RuntimeModel(ABC):
 
     def observe(self, measurement: Measurement, job: JobSpec) -> None:  # noqa: B027
         """Record a measurement (models that learn override this)."""
+
+    def observe_predicted(self, measurement: Measurement, job: JobSpec) -> float:
+        """Record ``measurement``; return the iteration time predicted for it before."""
+        predicted = self.iteration_time(job, measurement.placement)
+        self.observe(measurement, job)
+        return predicted
 
     def refit(self) -> None:  # noqa: B027
         """Refit parameters from what was observed (models that learn override this)."""

@@ -60,6 +60,13 @@ def default_family(job: JobSpec) -> str:
     return "ps_async" if job.sync is SyncMode.ASYNC else "ps_sync"
 
 
+def _to_rounding(pc: float, pm: float, compute: float, comm: float) -> bool:
+    """Whether predicted (compute, comm) seconds equal the measured ones to rounding."""
+    return abs(pc - compute) <= 1e-12 * max(1.0, compute) and abs(pm - comm) <= 1e-12 * max(
+        1.0, comm
+    )
+
+
 class _Sample(NamedTuple):  # a tuple: one is made per measurement
     dc: np.ndarray
     dm: np.ndarray
@@ -87,6 +94,10 @@ class _Entry:
     version: int = -1  # the key's parameter version ``parts`` were computed with
     parts: tuple[float, float] = (0.0, 0.0)
     wire: float = -1.0  # the family's bytes per worker and iteration (-1: not yet known)
+    # The sample last found predicted to rounding by an exact fit, and the key's version
+    # then: the same sample again under the same version needs no new check.
+    quiet: _Sample | None = None
+    quiet_version: int = -1
 
 
 class RuntimeEstimator(RuntimeModel):
@@ -161,6 +172,8 @@ class RuntimeEstimator(RuntimeModel):
             return hw
         servers = self.cluster.servers
         types = {servers[s].gpu_type for s, _ in placement.workers}
+        if len(types) == 1:
+            return types.pop()
         return max(types, key=lambda t: (job.compute_s_for(t), t or ""))
 
     def key(self, job: JobSpec, placement: Placement) -> ProfileKey:
@@ -233,9 +246,45 @@ class RuntimeEstimator(RuntimeModel):
         return wire * 8 / (comm * GBIT)
 
     def observe(self, measurement: Measurement, job: JobSpec) -> None:
-        if measurement.iterations <= 0 or measurement.placement.is_empty:
-            return
+        if measurement.iterations > 0 and not measurement.placement.is_empty:
+            self.observe_predicted(measurement, job)
+
+    def observe_predicted(self, measurement: Measurement, job: JobSpec) -> float:
+        """Record ``measurement``; return the iteration time the model predicted for it
+        before (one look-up of the (job, placement) entry serves both)."""
+        placement = measurement.placement
+        # Inlined look-ups (entry, cached prediction): this runs once per running job and
+        # slot, hundreds of thousands of times in a trace simulation.
+        cached = self._last.get(job.job_id)
+        entry = cached[1] if cached is not None and cached[0] is placement else None
+        if entry is None:
+            entry = self._entry(job, placement)
+        state = entry.state
+        pc, pm = (
+            entry.parts if entry.version == state.version else self._parts(entry, job, placement)
+        )
+        if measurement.iterations <= 0 or placement.is_empty:
+            return pc + pm
         compute, comm = measurement.compute_time_s, measurement.comm_time_s
+        samples = state.samples
+        last = samples[-1] if samples else None
+        gbps = measurement.comm_gbps
+        if (
+            gbps is None
+            and last is not None
+            and last.dc is entry.dc
+            and last.compute == compute
+            and last.comm == comm
+            and last.moved is None
+        ):
+            # The same job and placement measured the same again (a steady job in a
+            # noiseless simulation): the window takes the same sample once more.
+            if len(samples) == samples.maxlen and samples[0].moved is not None:
+                self._count_bytes(entry.key, samples[0], -1.0)
+            samples.append(last)
+            if not (entry.quiet is last and entry.quiet_version == state.version and state.exact):
+                self._settle(entry, last, pc, pm)
+            return pc + pm
         if not (math.isfinite(compute) and compute >= 0 and math.isfinite(comm) and comm >= 0):
             log.warning(
                 "[perfmodel] ignoring measurement of %s in slot %d: times %s",
@@ -243,17 +292,13 @@ class RuntimeEstimator(RuntimeModel):
                 measurement.slot,
                 (compute, comm),
             )
-            return
-        entry = self._entry(job, measurement.placement)
+            return pc + pm
         key = entry.key
         moved = None
-        gbps = measurement.comm_gbps
         if gbps is not None and math.isfinite(gbps) and gbps > 0:
             moved = gbps * GBIT / 8 * comm  # bytes per worker-iteration
         if entry.wire < 0:
-            entry.wire = self.family(job).wire_bytes(job, measurement.placement)
-        state = entry.state
-        samples = state.samples
+            entry.wire = self.family(job).wire_bytes(job, placement)
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(key, samples[0], -1.0)
         sample = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
@@ -261,19 +306,22 @@ class RuntimeEstimator(RuntimeModel):
         if moved is not None:
             self._count_bytes(key, sample, 1.0)
         if not state.has_prior:
-            self._priors[key] = self.params(job, measurement.placement).copy()
+            self._priors[key] = self.params(job, placement).copy()
             state.has_prior = True
-        if state.exact:
-            # The fit in use is exact so far: when it predicts this measurement to rounding
-            # too, a refit would change nothing (a converged model on noiseless data, the
-            # common case that keeps long simulations cheap).
-            pc, pm = self._parts(entry, job, measurement.placement)
-            if abs(pc - compute) <= 1e-12 * max(1.0, compute) and abs(pm - comm) <= 1e-12 * max(
-                1.0, comm
-            ):
-                return
+        self._settle(entry, sample, pc, pm)
+        return pc + pm
+
+    def _settle(self, entry: _Entry, sample: _Sample, pc: float, pm: float) -> None:
+        """Mark the key for a refit, unless its fit is exact and predicted ``sample`` to
+        rounding too: a refit would change nothing (a converged model on noiseless data,
+        what keeps long runs cheap)."""
+        state = entry.state
+        if state.exact and _to_rounding(pc, pm, sample.compute, sample.comm):
+            entry.quiet, entry.quiet_version = sample, state.version
+            return
+        entry.quiet = None
         state.fresh += 1
-        self._dirty.add(key)
+        self._dirty.add(entry.key)
 
     def _count_bytes(self, key: ProfileKey, sample: _Sample, sign: float) -> None:
         """Keep the key's measured / model bytes (least squares through the origin over the

@@ -64,6 +64,11 @@ def _fill(
         # Cycle over the servers, one task per visit (round-robin spreading). The first pass
         # checks servers as it reaches them, so a small job looks at few servers.
         live = list(servers)
+        if len(live) > 1:
+            # One vectorised look first: a server that cannot take one task now cannot later
+            # in this fill either (it only loses capacity), so the passes skip it.
+            room = np.all(demand <= ledger.free[live] + 1e-9, axis=1).tolist()
+            live = [s for s, ok in zip(live, room, strict=True) if ok]
         while left and live:
             nxt = []
             for s in live:

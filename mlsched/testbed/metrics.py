@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,17 @@ class Summary:
         return asdict(self)
 
 
+def _mean_model_error(result: RunResult) -> float | None:
+    errors = result.model_errors
+    n = len(errors)
+    predicted = np.fromiter(map(itemgetter(2), errors), float, count=n)
+    measured = np.fromiter(map(itemgetter(3), errors), float, count=n)
+    took = measured > 0
+    if not took.any():
+        return None
+    return float(np.mean(np.abs(predicted[took] - measured[took]) / measured[took]))
+
+
 def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summary:
     """Every metric of :class:`Summary` from an engine result."""
     records = list(result.records.values())
@@ -111,7 +123,7 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         if util.size
         else dict.fromkeys(result.resource_names, 0.0)
     )
-    errors = [abs(e.relative) for e in result.model_errors if e.measured_s > 0]
+    model_error = _mean_model_error(result)
     return Summary(
         policy=result.policy,
         jobs=n,
@@ -138,7 +150,7 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         utilization=utilization,
         deadline_misses=sum(_missed(r) for r in records),
         revenue=float(sum(r.price_paid for r in records)),
-        model_error=float(np.mean(errors)) if errors else None,
+        model_error=model_error,
         restarts=sum(r.restarts for r in records),
         restarts_per_job=_per_job_restarts(records),
         slots=result.slots,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,10 +21,32 @@ from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
-from mlsched.perfmodel.base import Measurement
+from mlsched.perfmodel.base import NO_NIC, Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 
 __all__ = ["SimulatedExecutor", "TruthConfig"]
+
+
+class _Truth(NamedTuple):
+    """A (job, placement)'s true iteration, computed once: its parts, the work units per
+    iteration, work units per second and gradient bytes moved per iteration."""
+
+    compute: float
+    comm: float
+    units_per_iter: float
+    rate: float
+    bytes_per_iter: float
+    #: A full slot without a restart that does not finish the job: its progress, and its
+    #: measurement's fields after (job id, slot, placement).
+    steady: JobProgress
+    steady_measure: tuple[Any, ...]
+
+
+# Tuples made without the named tuples' Python-level __new__: one of each per running job
+# and slot (hundreds of thousands in a trace simulation); every field is given.
+_progress = partial(tuple.__new__, JobProgress)
+_measurement = partial(tuple.__new__, Measurement)
+_STEADY_TAIL = (0.0, 0.0, None, None, NO_NIC)  # nothing received, no restart, no readings
 
 
 @dataclass(frozen=True)
@@ -64,10 +88,10 @@ class SimulatedExecutor(Executor):
         self._last: dict[str, Placement] = {}
         self._seen: set[str] = set()
         self._report = SlotReport(slot=-1)
-        self._parts: dict[tuple[str, Placement], tuple[float, float, float]] = {}
-        self._last_parts: dict[str, tuple[Placement, tuple[float, float, float]]] = {}
+        self._parts: dict[tuple[str, Placement], _Truth] = {}
+        self._last_parts: dict[str, tuple[Placement, _Truth]] = {}
 
-    def _true_parts(self, job: JobSpec, p: Placement) -> tuple[float, float, float]:
+    def _true_parts(self, job: JobSpec, p: Placement) -> _Truth:
         last = self._last_parts.get(job.job_id)
         if last is not None and last[0] is p:  # a running job keeps its placement
             return last[1]
@@ -77,7 +101,23 @@ class SimulatedExecutor(Executor):
             compute, comm = self._model.iteration_parts(job, p)
             compute *= self.truth.compute_scale
             comm *= self.truth.comm_scale
-            hit = (compute, comm, self._model.units_per_iteration(job, p))
+            units = self._model.units_per_iteration(job, p)
+            iter_s = compute + comm
+            rate = units / iter_s if iter_s > 0 else 0.0
+            per_iter = 2 * job.gradient_bytes
+            steady = _progress((rate * self.slot_seconds, False, None, 0.0))
+            iterations = steady.units / units
+            hit = _Truth(
+                compute,
+                comm,
+                units,
+                rate,
+                per_iter,
+                steady,
+                # iterations, time, compute, comm, bytes sent and received, restart,
+                # prediction, measured Gbit/s, NIC readings
+                (iterations, iter_s, compute, comm, iterations * per_iter, *_STEADY_TAIL),
+            )
             if len(self._parts) > 200_000:
                 self._parts.clear()
                 self._last_parts.clear()
@@ -97,42 +137,60 @@ class SimulatedExecutor(Executor):
         measure = self.truth.measure
         restart_s = self.truth.restart_s
         slot_seconds = self.slot_seconds
-        last, seen = self._last, self._seen
+        last, seen, last_parts = self._last, self._seen, self._last_parts
         progress, measurements = report.progress, report.measurements
         for job_id, p in allocation.items():
-            job = jobs[job_id]
-            compute, comm, units_per_iter = self._true_parts(job, p)
+            prev = last.get(job_id)
+            cached = last_parts.get(job_id)
+            if cached is not None and cached[0] is p:  # a running job keeps its placement
+                truth = cached[1]
+            else:
+                truth = self._true_parts(jobs[job_id], p)
+            compute, comm, rate = truth.compute, truth.comm, truth.rate
+            # A re-layout, or a resume after a pause, restarts from a checkpoint.
+            if prev is p or (prev is not None and prev == p) or job_id not in seen:
+                restart, usable = 0.0, slot_seconds
+            else:
+                restart = restart_s
+                usable = slot_seconds - restart if slot_seconds > restart else 0.0
+            left = remaining[job_id]
             if noise > 0:
                 factor = float(np.exp(self._rng.normal(0.0, noise)))
                 compute, comm = compute * factor, comm * factor
-            iter_s = compute + comm
-            # A re-layout, or a resume after a pause, restarts from a checkpoint.
-            prev = last.get(job_id)
-            moved = prev is not p and job_id in seen and (prev is None or prev != p)
-            restart = restart_s if moved else 0.0
-            usable = slot_seconds - restart if slot_seconds > restart else 0.0
-            rate = units_per_iter / iter_s if iter_s > 0 else 0.0
-            left = remaining[job_id]
-            if rate > 0 and rate * usable >= left - 1e-9:
-                units, finished = left, True
-                offset: float | None = restart + left / rate
+                rate = truth.units_per_iter / (compute + comm) if rate > 0 else 0.0
+            elif restart == 0.0 and truth.steady.units < left - 1e-9:
+                # The common case: a full slot that does not finish the job, the same
+                # progress and measurement as the slot before (made once per placement).
+                progress[job_id] = truth.steady
+                if measure and truth.steady.units > 0:
+                    measurements.append(_measurement((job_id, slot, p, *truth.steady_measure)))
+                continue
+            done = rate * usable
+            if rate > 0 and done >= left - 1e-9:
+                progress[job_id] = _progress((left, True, restart + left / rate, restart))
+                units = left
             else:
-                units, finished, offset = rate * usable, False, None
-            progress[job_id] = JobProgress(units, finished, offset, restart)
+                progress[job_id] = _progress((done, False, None, restart))
+                units = done
             if measure and units > 0:
-                iterations = units / units_per_iter
+                iterations = units / truth.units_per_iter
                 measurements.append(
-                    Measurement(
-                        job_id,
-                        slot,
-                        p,
-                        iterations,
-                        iter_s,
-                        compute,
-                        comm,
-                        iterations * 2 * job.gradient_bytes,
-                        0.0,
-                        restart,
+                    _measurement(
+                        (
+                            job_id,
+                            slot,
+                            p,
+                            iterations,
+                            compute + comm,
+                            compute,
+                            comm,
+                            iterations * truth.bytes_per_iter,
+                            0.0,
+                            restart,
+                            None,
+                            None,
+                            NO_NIC,
+                        )
                     )
                 )
         self._seen.update(allocation)

@@ -47,11 +47,15 @@ class FifoPolicy(Policy):
         self._rr: RoundRobin | None = None
         self._fits_empty: dict[tuple[object, ...], bool] = {}
         self._fits_cluster: object = None
+        # The head that did not fit, until capacity is released: the same attempt on the
+        # same free capacity fails again (a blocked queue costs nothing per slot).
+        self._blocked: str | None = None
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
         self._ledger = CapacityLedger(context.cluster)
         self._rr = RoundRobin(context.cluster)
+        self._blocked = None
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         seed = self.context.seed if self.context else 0
@@ -81,6 +85,8 @@ class FifoPolicy(Policy):
         assert self._ledger is not None and self._rr is not None
         while self._queue:
             job_id = self._queue[0]
+            if job_id == self._blocked:
+                break
             w, p = self._counts[job_id]
             job = self._specs[job_id]
             placement = self._rr.place(job, w, p, self._ledger)
@@ -89,6 +95,7 @@ class FifoPolicy(Policy):
                 # checked with packing): on an empty cluster the head must still start.
                 placement = pack(job, w, p, self._ledger)
             if placement is None:
+                self._blocked = job_id
                 break  # strict FIFO: the head blocks the queue
             self._running[job_id] = placement
             self._queue.popleft()
@@ -101,6 +108,7 @@ class FifoPolicy(Policy):
         placement = self._running.pop(job_id, None)
         if placement is not None and self._ledger is not None:
             self._ledger.release(self._specs[job_id], placement)
+            self._blocked = None
         if job_id in self._queue:
             self._queue.remove(job_id)
         self._specs.pop(job_id, None) if placement is not None else None

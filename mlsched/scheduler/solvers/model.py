@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from scipy.sparse import coo_matrix, csr_matrix
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 __all__ = ["MilpModel"]
 
@@ -40,5 +42,7 @@ class MilpModel:
         self.b.append(rhs)
 
     def a_ub(self, n_cols: int | None = None) -> csr_matrix:
+        from scipy.sparse import coo_matrix  # lazily: importing a policy stays light
+
         n = len(self.lo) if n_cols is None else n_cols
         return coo_matrix((self.v, (self.r, self.c)), shape=(len(self.b), n)).tocsr()

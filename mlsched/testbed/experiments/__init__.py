@@ -1,29 +1,42 @@
-"""Named experiments; importing this package registers the built-in ones.
+"""Named experiments, registered on first look-up.
 
-Add an experiment by writing a module here whose function carries
-``@register_experiment(name, description)`` and importing the module below.
+Add an experiment by writing a module (or package) here whose function carries
+``@register_experiment(name, description)`` and naming it in :data:`BUILTIN`. The modules
+are imported when the registry is first read (``experiments()``, ``get_experiment``), not
+with the package, so a simulation that only needs the runner loads none of them.
 """
 
-from mlsched.testbed.experiments import baselines, oasis, pdors
-from mlsched.testbed.experiments.base import (
-    SCALES,
-    Check,
-    Experiment,
-    experiments,
-    get_experiment,
-    register_experiment,
-    run_experiment,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlsched.lazy import lazy_exports
+
+#: The built-in experiments' modules, imported by ``base._load_builtin``.
+BUILTIN = ("baselines", "oasis", "pdors")
 
 __all__ = [
+    "BUILTIN",
     "SCALES",
     "Check",
     "Experiment",
-    "baselines",
     "experiments",
     "get_experiment",
-    "oasis",
-    "pdors",
     "register_experiment",
     "run_experiment",
 ]
+
+if TYPE_CHECKING:
+    from mlsched.testbed.experiments.base import (
+        SCALES,
+        Check,
+        Experiment,
+        experiments,
+        get_experiment,
+        register_experiment,
+        run_experiment,
+    )
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, dict.fromkeys(__all__[1:], "base"), __all__, globals()
+)

@@ -8,11 +8,12 @@ tests on its own data, each ``{name, passed, detail}``); :func:`run_experiment` 
 
 Scales: ``smoke`` (seconds; tests and CI), ``default`` (about a minute on a laptop) and
 ``paper`` (the spec's full size). To add an experiment, decorate its function in a module
-of this package and import that module in ``experiments/__init__.py``.
+of this package and name that module in ``experiments.BUILTIN``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import time
@@ -114,7 +115,10 @@ def register_experiment(
 
 
 def _load_builtin() -> None:
-    import mlsched.testbed.experiments  # noqa: F401  (registers the built-in experiments)
+    from mlsched.testbed.experiments import BUILTIN
+
+    for module in BUILTIN:  # importing a module registers its experiments
+        importlib.import_module(f"mlsched.testbed.experiments.{module}")
 
 
 def experiments() -> dict[str, str]:

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install protos demo test reproduce lint bench clean horovod mutation
+.PHONY: install protos demo test soak reproduce lint bench clean horovod mutation
 
 install: $(STAMP)
 
@@ -31,7 +31,11 @@ demo: install
 	$(BIN)/mlsched demo
 
 test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not reproduction" tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not reproduction and not soak" tests
+
+# Long runs of many failures on the real testbed (over a minute each; CI runs them).
+soak: install
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m soak tests
 
 # Each experiment at the scale where its claims must hold (minutes each; docs/testing.md).
 reproduce: install

@@ -3,9 +3,11 @@
 Subcommands: ``simulate`` (one policy on one workload), ``policies``, ``workloads`` and
 ``experiments`` (what is registered), ``experiment NAME`` (a named comparison with
 ``results.json`` and plots), ``train`` (one job on this machine), the testbed's
-``controller``, ``agent``, ``submit``, ``status`` and ``cancel``, and ``demo`` (a
-controller and two agents training for real; ``--simulated``: a simulated comparison). Bad input (unknown names, bad files, bad values) prints
-one line naming the problem and exits with status 2; a failing policy exits with 1.
+``controller``, ``agent``, ``submit``, ``status`` and ``cancel``, ``cluster`` (an emulated
+multi-host cluster on this machine), and ``demo`` (a controller and two agents training
+for real; ``--simulated``: a simulated comparison; ``--emulate``: on an emulated cluster).
+Bad input (unknown names, bad files, bad values) prints one line naming the problem and
+exits with status 2; a failing policy exits with 1.
 Options that read ``MLSCHED_<NAME>`` take a flag over the environment over the default.
 """
 
@@ -34,6 +36,12 @@ from mlsched.cli_parser import (
 )
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
+from mlsched.emulation.cli import (
+    add_emulation_parser,
+    run_emulated_demo,
+    run_emulated_experiment,
+    run_emulation,
+)
 from mlsched.traces.cli import add_trace_parser, run_trace
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
 
@@ -149,6 +157,10 @@ def get_args_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="exit 0 even when a check fails (by default a failed check exits 1)",
     )
+    p.add_argument(
+        "--emulate", action="store_true", help="testbed: for real on an emulated cluster (root)"
+    )
+    p.add_argument("--policy", action="append", default=[], help="testbed: policies (a,b,c)")
 
     p = sub.add_parser(
         "demo",
@@ -165,10 +177,16 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--slot-seconds", type=positive_float, default=10.0, help="slot length (s)")
     p.add_argument("--workdir", type=Path, help="keep state, logs and checkpoints here")
     p.add_argument("--simulated", action="store_true", help="simulated comparison instead")
+    p.add_argument(
+        "--emulate",
+        action="store_true",
+        help="on an emulated cluster: 4 hosts in 2 racks, shaped links (root; docs/emulation.md)",
+    )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")
     add_train_parser(sub)
     add_trace_parser(sub)
     add_cluster_parsers(sub)
+    add_emulation_parser(sub)
     p = sub.add_parser(
         "agent",
         help="run a node agent (launches the trainers the controller assigns)",
@@ -507,6 +525,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_trace(args)
         if args.command == "agent":
             return run_agent(args)
+        if args.command == "cluster":
+            return run_emulation(args)
+        if args.command == "demo" and args.emulate:
+            return run_emulated_demo(args)
+        if args.command == "experiment" and (args.emulate or args.name == "testbed"):
+            return run_emulated_experiment(args, _policy_list(args.policy or ["fifo,drf"]))
         if args.command == "demo" and not args.simulated:
             return _cluster_demo(args)
         return run(config_from_args(args))

@@ -218,6 +218,39 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_oasis.py",),
         "the exponential price grows too slowly at low load",
     ),
+    # DPS (spec 004) ---------------------------------------------------------------------
+    Mutant(
+        "dps-index-takes-max",
+        "mlsched/scheduler/dps/bandit.py",
+        "return np.minimum(demand, capacity)",
+        "return np.maximum(demand, capacity)",
+        ("tests/test_dps.py",),
+        "an arm's index is the larger of the demand and capacity bounds, not the smaller",
+    ),
+    Mutant(
+        "dps-counts-only-sales",
+        "mlsched/scheduler/dps/policy.py",
+        "                self.arms(state).offered(choice.arm, sold)",
+        "                if accepted:\n                    self.arms(state).offered(choice.arm, sold)",
+        ("tests/test_dps.py",),
+        "N(p) counts sales only (Alg. 1 as printed, A7): Q-hat is units per sale, biased up",
+    ),
+    Mutant(
+        "dps-pa-order-by-ps",
+        "mlsched/scheduler/dps/placement.py",
+        "order = np.lexsort((np.arange(len(x)), -z, -x))",
+        "order = np.lexsort((np.arange(len(x)), -x, -z))",
+        ("tests/test_dps.py",),
+        "PA orders servers by idle PS slots first, so workers spread over more servers",
+    ),
+    Mutant(
+        "bfp-replay-release-late",
+        "mlsched/scheduler/offline/fixed_price.py",
+        "end = t + int(model.together[i] if together else model.apart[i])",
+        "end = t + 1 + int(model.together[i] if together else model.apart[i])",
+        ("tests/test_fixed_price.py",),
+        "the best-fixed-price replay frees a job's slots a slot after the engine does",
+    ),
 )
 
 

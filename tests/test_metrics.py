@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from mlsched.controller.engine import JobRecord, ModelError, RunResult
+from mlsched.controller.pricing import market, quote_fields
 from mlsched.core.allocation import JobState, Quote, RejectKind
 from mlsched.core.job import JobSpec
 from mlsched.core.utility import Utility
@@ -161,3 +163,20 @@ def test_empty_result():
     assert (s.jobs, s.completed, s.total_utility) == (0, 0, 0.0)
     assert s.avg_jct_s is None and s.p99_jct_s is None and s.model_error is None
     assert s.utilization == {"cpu": 0.0} and s.makespan_s == 0.0
+
+
+def test_profit_is_revenue_and_acceptance_counts_quotes_put_to_users(result: RunResult):
+    """a and c accepted their quotes; d's price came with a capacity rejection, so it was
+    never put to its user. Once d declines instead, 2 of 3 quotes were accepted. The
+    controller's totals (``mlsched status``) read the same records the same way."""
+    s = summarize(result)
+    assert s.profit == s.revenue == pytest.approx(8.0)  # no spec has a cost model
+    assert (s.quotes, s.acceptance_rate) == (2, 1.0)
+    result.records["d"].reject_kind = RejectKind.DECLINED
+    s = summarize(result)
+    assert (s.quotes, s.acceptance_rate) == (3, pytest.approx(2 / 3))
+    assert market(result.records.values()) == {"revenue": 8.0, "quotes": 3, "quotes_accepted": 2}
+    assert quote_fields(result.records["d"])["quote_decision"] == "declined"
+    assert quote_fields(result.records["b"]) == {}  # no price, no price fields
+    b = summarize(replace(result, records={"b": result.records["b"]}))
+    assert (b.quotes, b.acceptance_rate) == (0, None)

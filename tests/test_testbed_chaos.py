@@ -25,7 +25,8 @@ from cluster_helpers import (
 from mlsched.trainers.launch import flag_value
 from mlsched.v1 import jobs_pb2
 
-pytestmark = pytest.mark.slow
+# A soak: over a minute of three failures and recoveries (make soak; CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
 EVERY = 100  # steps between periodic checkpoints
 TOTAL = 4000  # the three failures happen by about a third of it; the rest is just training

@@ -21,6 +21,7 @@ from mlsched.core.errors import SpecError
 # gRPC, the generated stubs, YAML and the auth module are imported by the functions that use
 # them: building the parser (mlsched --help, mlsched status --help) needs none of them.
 if TYPE_CHECKING:
+    from mlsched.core.cluster import Topology
     from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 __all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
@@ -98,10 +99,35 @@ def add_cluster_parsers(sub: Any) -> None:
         "--task-timeout", type=float, default=60.0, help="trainer communication timeout (s)"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--topology",
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON link speeds the runtime model plans with: intra_server_gbps, "
+        "rack_core_gbps, rack_uplink_gbps {rack: Gbit/s} (default: 100, 400, none)",
+    )
     _auth_args(p, server=True)
 
-    p = sub.add_parser("submit", help="submit jobs (YAML/JSON file of job specs) to a controller")
+    p = sub.add_parser(
+        "submit",
+        help="submit jobs (YAML/JSON file of job specs) to a controller",
+        description="Submit jobs. Under a pricing policy (dps, bfp, top, random-price) each "
+        "job is quoted a price when it arrives and runs only if its user accepts: the "
+        "job's 'valuation' is its user's private budget (accept iff the price is within "
+        "it); a job without one accepts any price.",
+    )
     p.add_argument("file", help="job specs: a list, or {jobs: [...]}; '-' reads stdin")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until each job is decided and show its quote and the user's answer",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=300.0,
+        help="with --wait: give up after this many seconds (exit 1; default 300)",
+    )
     _client_args(p)
 
     p = sub.add_parser("status", help="jobs, agents, allocations, progress and model error")
@@ -216,6 +242,7 @@ def _controller(args: argparse.Namespace) -> int:
         task_timeout_s=args.task_timeout,
         seed=args.seed,
         metrics_listen=args.metrics_listen,
+        topology=_topology(args.topology),
     )
     ctl = Controller(cfg).start()
     print(f"mlsched controller listening on {ctl.address}", flush=True)
@@ -228,6 +255,24 @@ def _controller(args: argparse.Namespace) -> int:
     ctl.wait()
     ctl.stop()
     return 0
+
+
+def _topology(path: str | None) -> Topology | None:
+    """The ``--topology`` file as a :class:`Topology` (an error names the file and field)."""
+    if path is None:
+        return None
+    import yaml
+
+    from mlsched.core.cluster import Topology
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise SpecError("topology", path, f"a readable YAML/JSON file ({err})") from None
+    try:
+        return Topology.from_dict(raw)
+    except SpecError as err:
+        raise err.at(path) from None
 
 
 def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
@@ -248,7 +293,57 @@ def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
     resp = stub.SubmitJobs(jobs_pb2.SubmitJobsRequest(document=document), timeout=args.timeout)
     for job_id in resp.job_ids:
         print(f"submitted {job_id}")
+    if not args.wait:
+        return 0
+    return _wait_decided(stub, list(resp.job_ids), args)
+
+
+def _wait_decided(
+    stub: jobs_pb2_grpc.JobServiceStub, job_ids: list[str], args: argparse.Namespace
+) -> int:
+    """Poll until every job is admitted or final; print each one's quote and decision.
+    (The state alone may show a launch before the admission is published.)"""
+    import time
+
+    from mlsched.v1 import jobs_pb2
+
+    deadline = time.monotonic() + args.wait_timeout
+    waiting = list(job_ids)
+    while waiting:
+        left: list[str] = []
+        for job_id in waiting:
+            job = stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), timeout=args.timeout).job
+            if job.admitted or job.state in ("done", "rejected", "failed", "cancelled"):
+                print(decision_line(job), flush=True)
+            else:
+                left.append(job_id)
+        waiting = left
+        if waiting and time.monotonic() >= deadline:
+            print(
+                f"mlsched submit: still pending after {args.wait_timeout:g}s: "
+                + ", ".join(waiting),
+                file=sys.stderr,
+            )
+            return 1
+        if waiting:
+            time.sleep(0.5)
     return 0
+
+
+def decision_line(job: jobs_pb2.JobStatus) -> str:
+    """What became of a job at its arrival: the price it was quoted, the user's answer and
+    the admission (``j1: quoted 4.2 (worker 0.35, PS 0.21 per unit): accepted, admitted
+    in slot 3``)."""
+    if job.quote_decision:
+        head = (
+            f"{job.job_id}: quoted {job.price:.4g} (worker {job.worker_price:.4g}, "
+            f"PS {job.ps_price:.4g} per unit): {job.quote_decision}"
+        )
+    else:
+        head = f"{job.job_id}: no price"
+    if job.admitted:
+        return f"{head}, admitted in slot {job.admitted_slot} ({job.state})"
+    return f"{head}, {job.state}" + (f": {job.reason}" if job.reason else "")
 
 
 def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
@@ -302,6 +397,11 @@ def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
             f"  agent {a.agent_id:<12} {a.host:<15} {state:<5} tasks {a.tasks:<2} "
             f"capacity {cap}; in use {used or '-'}"
         )
+    if c.quotes:
+        lines.append(
+            f"prices: revenue {c.revenue:.4g} (profit: no cost model), {c.quotes_accepted} of "
+            f"{c.quotes} quotes accepted ({100 * c.quotes_accepted / c.quotes:.0f}%)"
+        )
     if c.model_error_samples:
         lines.append(
             f"runtime model: mean |predicted - measured| / measured = "
@@ -312,7 +412,9 @@ def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
 
 def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
     head = (
-        f"{'job':<14} {'launch':<8} {'state':<10} {'admitted':<8} {'progress':>13} {'slots':>5} "
+        f"{'job':<14} {'launch':<8} {'state':<10} {'admitted':<8} {'price':>9} {'paid':>9} "
+        f"{'answer':<8} "
+        f"{'progress':>13} {'slots':>5} "
         f"{'iters':>6} "
         f"{'restarts':>8} {'fails':>5} {'lost':>6} {'pred s/it':>9} {'meas s/it':>9}  placement"
     )
@@ -323,8 +425,10 @@ def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
         pred = f"{j.predicted_iteration_s:.3f}" if j.measured_iteration_s else "-"
         meas = f"{j.measured_iteration_s:.3f}" if j.measured_iteration_s else "-"
         admitted = f"slot {j.admitted_slot}" if j.admitted else "no"
+        price, paid = (f"{j.price:.4g}", f"{j.price_paid:.4g}") if j.quote_decision else ("-", "-")
         rows.append(
             f"{j.job_id:<14} {j.launch or '-':<8} {j.state:<10} {admitted:<8} "
+            f"{price:>9} {paid:>9} {j.quote_decision or '-':<8} "
             f"{j.progress:>6.0f} {pct:>5.1f}% "
             f"{j.slots_run:>5} "
             f"{j.iterations:>6} {j.restarts:>8} {j.failed_generations:>5} {j.lost_steps:>6} "

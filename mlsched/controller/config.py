@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlsched.core.cluster import Topology
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import check_listen
 
@@ -33,6 +34,7 @@ class ControllerConfig:
     seed: int = 0
     max_failures: int = 3
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (None: off)
+    topology: Topology | None = None  # link speeds between racks (None: Topology's defaults)
 
     def validate(self) -> None:
         if not self.slot_seconds > 0:

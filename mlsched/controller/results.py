@@ -46,6 +46,16 @@ class JobRecord:
     def price_paid(self) -> float:
         return self.quote.total if (self.quote and self.state is not JobState.REJECTED) else 0.0
 
+    @property
+    def quote_decision(self) -> str:
+        """The user's answer to the job's price: ``accepted``, ``declined``, or "" when no
+        price was put to the user (none quoted, or one on a rejection)."""
+        if self.quote is None:
+            return ""
+        if self.admitted_slot is not None:
+            return "accepted"
+        return "declined" if self.reject_kind is RejectKind.DECLINED else ""
+
     def utility(self) -> float:
         """Duration utilities pay f(completion - arrival) when done, else 0 (spec 001 A20);
         progress utilities pay mu(progress)."""

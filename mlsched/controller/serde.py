@@ -234,6 +234,9 @@ def cluster_status_to_proto(s: ClusterStatus) -> jobs_pb2.GetClusterStatusRespon
         policy=s.policy,
         model_error_mean_abs=s.model_error_mean_abs,
         model_error_samples=s.model_error_samples,
+        revenue=s.revenue,
+        quotes=s.quotes,
+        quotes_accepted=s.quotes_accepted,
     )
     for a in s.agents:
         entry = out.agents.add(

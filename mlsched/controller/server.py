@@ -29,6 +29,7 @@ from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
+from mlsched.controller.pricing import market, quote_fields
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
@@ -244,7 +245,7 @@ class Controller:
             self._lost(agent_id)
         if not self.agents.take_changed():
             return
-        cluster = self.agents.cluster()
+        cluster = self.agents.cluster(self.cfg.topology)
         alive = len(self.agents.alive())
         # At a restart, the first plan waits for the agents that ran tasks to come back (or
         # be declared lost), so that their processes are adopted rather than moved.
@@ -446,9 +447,7 @@ class Controller:
     def revenue(self) -> float:
         """What the jobs priced so far were charged."""
         engine = self.engine
-        if engine is None:
-            return 0.0
-        return float(sum(r.price_paid for r in list(engine.records.values())))
+        return 0.0 if engine is None else float(market(list(engine.records.values()))["revenue"])
 
     # Client-facing state ----------------------------------------------------------------
     def _publish(self, engine: Engine) -> None:
@@ -481,12 +480,12 @@ class Controller:
             restarts=record.restarts,
             predicted_iteration_s=predicted,
             measured_iteration_s=measured,
-            price=record.quote.total if record.quote else 0.0,
             slots_run=record.slots_run,
             iterations=int(self._iterations.get(record.job_id, 0.0)),
             admitted=record.admitted_slot is not None,
             admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
             launch=launch_name(record.spec),
+            **quote_fields(record),
         )
 
     def submit(self, document: str) -> list[str]:
@@ -586,6 +585,7 @@ class Controller:
             agents=agents,
             model_error_mean_abs=sum(errs) / len(errs) if errs else 0.0,
             model_error_samples=len(errs),
+            **(market(list(engine.records.values())) if engine is not None else {}),
         )
 
 

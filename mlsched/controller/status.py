@@ -45,6 +45,10 @@ class JobStatus:
     lost_steps: int = 0  # trainer steps those failures threw away
     checkpoint_step: int = 0  # where the next launch would resume
     launch: str = ""  # how its processes start: ps, torchrun, horovod, direct
+    quote_decision: str = ""  # accepted, declined, or "" (no price put to the user)
+    price_paid: float = 0.0
+    worker_price: float = 0.0  # the quote's unit prices
+    ps_price: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,6 @@ class ClusterStatus:
     agents: tuple[AgentStatus, ...] = ()
     model_error_mean_abs: float = 0.0  # mean |predicted - measured| / measured
     model_error_samples: int = 0
+    revenue: float = 0.0  # what accepted quotes charged
+    quotes: int = 0  # prices put to users
+    quotes_accepted: int = 0

@@ -25,6 +25,7 @@ __all__ = ["STANDARD_RESOURCES", "ResourceVector"]
 STANDARD_RESOURCES: tuple[str, ...] = ("gpu", "cpu", "mem_gb", "storage_gb", "bw_gbps")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_PARSED: dict[tuple[Any, ...], ResourceVector] = {}
 
 
 class ResourceVector(Mapping[str, float]):
@@ -123,10 +124,22 @@ class ResourceVector(Mapping[str, float]):
             return raw
         if not isinstance(raw, Mapping):
             raise SpecError(field, raw, "a mapping of resource name to amount")
+        # A mapping read before gives the same (immutable) vector: a trace's thousands of
+        # jobs ask for a handful of demands. Types are part of the key (True is not 1).
+        try:
+            key: tuple[Any, ...] | None = tuple((k, type(v), v) for k, v in raw.items())
+            known = _PARSED.get(key)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable value: checked below, and refused there
+            key = known = None
+        if known is not None:
+            return known
         bound = Bound(0.0, MAX_RESOURCE)
         for name, value in raw.items():
             if isinstance(name, str) and _NAME.match(name) and len(name) <= 64:
                 check_number(value, f"{field}.{name}", bound)
             else:
                 raise SpecError(field, name, "a lowercase identifier such as gpu, cpu, mem_gb")
-        return cls(raw, field=field)
+        vector = cls(raw, field=field)
+        if key is not None and len(_PARSED) < 4096:
+            _PARSED[key] = vector
+        return vector

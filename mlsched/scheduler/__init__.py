@@ -2,6 +2,7 @@
 
 from mlsched.scheduler import (
     baselines,  # noqa: F401  (registers the baselines)
+    dps,  # noqa: F401  (registers DPS and its pricing baselines)
     oasis,  # noqa: F401  (registers OASiS)
     pdors,  # noqa: F401  (registers PD-ORS)
 )

@@ -16,11 +16,16 @@ reservations when the engine drops the job (a declined quote, a lost agent).
 A policy whose model covers only some job kinds declares them in :attr:`Policy.archs`
 (PD-ORS: parameter-server jobs only); :meth:`Policy.supports` reads it, the policy answers
 other jobs ``infeasible``, and experiments and tests offer it only the jobs it supports.
+
+An offline benchmark (spec 004's best fixed price) may derive options from the whole job
+set, private valuations included: :meth:`Policy.oracle_options`, which the simulator's runner
+calls before building the policy. Nothing on the testbed calls it (its future is unknown).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from mlsched.core.allocation import Admission, Allocation
@@ -42,6 +47,14 @@ class Policy(ABC):
     def supports(cls, job: JobSpec) -> bool:
         """Whether the policy's model covers ``job`` (else it answers ``infeasible``)."""
         return job.arch in cls.archs
+
+    @classmethod
+    def oracle_options(
+        cls, jobs: Sequence[JobSpec], context: RunContext, options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Options found offline from every job of a simulated run, valuations included
+        (``options``: those given; what is returned fills in the rest). None by default."""
+        return {}
 
     def __init__(self, **options: Any) -> None:
         if options:

@@ -200,6 +200,11 @@ class ClusterView(Mapping[str, JobView]):
         remainder; 0 for a new arrival."""
         return self._done.get(job_id, 0.0)
 
+    def readmitted(self, job_id: str) -> bool:
+        """Whether ``on_arrival`` is offered a job admitted before (a reconfiguration or a
+        controller restart) rather than a new arrival: its price, if any, was agreed then."""
+        return job_id in self._done
+
     def active(self) -> list[JobView]:
         return [JobView(r) for r in self._jobs.values()]
 

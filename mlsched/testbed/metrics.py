@@ -61,7 +61,12 @@ def _stat(values: list[float], q: float | None = None) -> float | None:
 
 @dataclass(frozen=True)
 class Summary:
-    """One run in numbers. Times in seconds unless the name says slots; None = no data."""
+    """One run in numbers. Times in seconds unless the name says slots; None = no data.
+
+    ``revenue`` is what accepted quotes charged; ``profit`` is revenue minus the costs of
+    the spec's model, and equals revenue, since none of the specs has a cost model (spec
+    004: "the model has no costs"). ``quotes`` counts prices put to users (zero prices
+    included) and ``acceptance_rate`` the share accepted (None without quotes)."""
 
     policy: str
     jobs: int
@@ -84,6 +89,9 @@ class Summary:
     utilization: dict[str, float] = field(default_factory=dict)
     deadline_misses: int = 0
     revenue: float = 0.0
+    profit: float = 0.0
+    quotes: int = 0
+    acceptance_rate: float | None = None
     model_error: float | None = None
     restarts: int = 0
     restarts_per_job: float = 0.0  # over the jobs that ran at least one slot
@@ -98,6 +106,8 @@ class Summary:
 
 
 def _mean_model_error(result: RunResult) -> float | None:
+    """Mean |predicted - measured| / measured over the measurements that took time (one
+    per running job and slot: columns, not a loop over hundreds of thousands of tuples)."""
     errors = result.model_errors
     n = len(errors)
     predicted = np.fromiter(map(itemgetter(2), errors), float, count=n)
@@ -124,6 +134,8 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         else dict.fromkeys(result.resource_names, 0.0)
     )
     model_error = _mean_model_error(result)
+    revenue = float(sum(r.price_paid for r in records))
+    quoted = [r for r in records if r.quote_decision]
     return Summary(
         policy=result.policy,
         jobs=n,
@@ -149,7 +161,12 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         ),
         utilization=utilization,
         deadline_misses=sum(_missed(r) for r in records),
-        revenue=float(sum(r.price_paid for r in records)),
+        revenue=revenue,
+        profit=revenue,  # no spec here has a cost model: profit is revenue
+        quotes=len(quoted),
+        acceptance_rate=(
+            sum(r.quote_decision == "accepted" for r in quoted) / len(quoted) if quoted else None
+        ),
         model_error=model_error,
         restarts=sum(r.restarts for r in records),
         restarts_per_job=_per_job_restarts(records),

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # matplotlib takes a third of a second to import: on first pl
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_bars", "plot_cdf", "plot_lines"]
+__all__ = ["plot_bars", "plot_cdf", "plot_curves", "plot_lines"]
 
 
 def _figure() -> tuple[Figure, Axes]:
@@ -50,6 +50,39 @@ def plot_lines(
     fig, ax = _figure()
     for name, (mean, std) in series.items():
         ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend()
+    return _save(fig, Path(path))
+
+
+Values = Sequence[float] | np.ndarray
+
+
+def plot_curves(
+    path: str | Path,
+    x: Values,
+    series: Mapping[str, Values],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    bands: Mapping[str, tuple[Values, Values]] | None = None,
+    zero_line: bool = False,
+) -> Path:
+    """One line per series over ``x`` (time series: no markers), with an optional shaded
+    band ``(low, high)`` per series and a line at y = 0."""
+    fig, ax = _figure()
+    for name, values in series.items():
+        (line,) = ax.plot(x, values, label=name)
+        if bands and name in bands:
+            low, high = bands[name]
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    if zero_line:
+        ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -94,6 +94,13 @@ def summary_table(summaries: Sequence[Summary]) -> str:
         Column("p99 JCT", lambda s: format_duration(s.p99_jct_s)),
         Column("missed", lambda s: str(s.deadline_misses)),
     ]
+    if any(s.quotes for s in summaries):  # a pricing policy ran
+        columns.extend(
+            [
+                Column("revenue", lambda s: _num(s.revenue)),
+                Column("accepted", lambda s: _pct(s.acceptance_rate)),
+            ]
+        )
     names = {n for s in summaries for n in s.utilization}
     columns.extend(
         Column(f"{label} util", _util(name))
@@ -119,7 +126,7 @@ def metric_table(
                 return f"{float(value):.2f}s"
             if key.endswith("_s"):
                 return format_duration(float(value))
-            if key.endswith("_fraction"):
+            if key.endswith(("_fraction", "_rate")):
                 return _pct(float(value))
             return _num(float(value), 1 if isinstance(value, float) else 0)
 
@@ -197,7 +204,9 @@ def run_footer(summary: Summary) -> str:
     stalled = ", STALLED" if summary.stalled else ""
     return (
         f"slots {summary.slots}, deadline misses {summary.deadline_misses}, restarts "
-        f"{summary.restarts} ({summary.restarts_per_job:.2f} per job run), revenue {summary.revenue:.2f}, model error {error}{stalled}"
+        f"{summary.restarts} ({summary.restarts_per_job:.2f} per job run), revenue "
+        f"{summary.revenue:.2f} (profit {summary.profit:.2f}: no cost model), quotes accepted "
+        f"{_pct(summary.acceptance_rate)} of {summary.quotes}, model error {error}{stalled}"
     )
 
 
@@ -248,6 +257,10 @@ _EXPERIMENT_METRICS = (
 )
 
 
+#: Shown beside the others when the summary's schemes posted prices.
+_PRICING_METRICS = (("profit", "profit"), ("acceptance_rate", "accepted"))
+
+
 def experiment_report(results: Mapping[str, Any]) -> str:
     """An experiment's results for the terminal: header, summary table and checks."""
     parts = [
@@ -255,6 +268,9 @@ def experiment_report(results: Mapping[str, Any]) -> str:
         f"{results['wall_seconds']:.1f}s"
     ]
     if results.get("summary"):
-        parts.append(metric_table(results["summary"], _EXPERIMENT_METRICS))
+        metrics: tuple[tuple[str, str], ...] = _EXPERIMENT_METRICS
+        if any(row.get("quotes") for row in results["summary"].values()):
+            metrics = (*metrics[:3], *_PRICING_METRICS, *metrics[3:])
+        parts.append(metric_table(results["summary"], metrics))
     parts.append(checks_table(results.get("checks", [])))
     return "\n".join(parts)

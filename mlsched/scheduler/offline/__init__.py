@@ -1,6 +1,12 @@
-"""Offline benchmarks: the offline optima of spec 001's and spec 000's problems and the
-performance ratio."""
+"""Offline benchmarks: the offline optima of spec 001's and spec 000's problems, the
+performance ratio, and spec 004's best fixed prices."""
 
+from mlsched.scheduler.offline.fixed_price import (
+    FixedPrices,
+    best_fixed_prices,
+    build_model,
+    replay,
+)
 from mlsched.scheduler.offline.optimum import (
     OfflineResult,
     offline_optimum,
@@ -9,4 +15,14 @@ from mlsched.scheduler.offline.optimum import (
 )
 from mlsched.scheduler.offline.pdors_optimum import pdors_optimum
 
-__all__ = ["OfflineResult", "offline_optimum", "pdors_optimum", "performance_ratio", "worker_rate"]
+__all__ = [
+    "FixedPrices",
+    "OfflineResult",
+    "best_fixed_prices",
+    "build_model",
+    "offline_optimum",
+    "pdors_optimum",
+    "performance_ratio",
+    "replay",
+    "worker_rate",
+]

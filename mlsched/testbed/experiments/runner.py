@@ -15,7 +15,9 @@ from typing import Any
 from mlsched.controller.engine import Engine, RunResult
 from mlsched.core.errors import SpecError
 from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, registered
+from mlsched.scheduler.view import RunContext
 from mlsched.testbed.metrics import Summary, summarize
 from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 from mlsched.testbed.workloads.base import Workload
@@ -52,7 +54,7 @@ def simulate(
     Unknown policies and bad options raise ValueError; a policy bug raises PolicyError.
     ``progress`` is called with the slot number after each slot.
     """
-    policy = create(config.policy, **config.policy_options)
+    policy = create(config.policy, **_with_oracle(workload, config))
     runtime = RuntimeEstimator(workload.cluster, workload.runtime)
     executor = SimulatedExecutor(
         workload.cluster,
@@ -85,6 +87,24 @@ def simulate(
         return engine.run(progress=progress)
     finally:
         executor.close()
+
+
+def _with_oracle(workload: Workload, config: SimulationConfig) -> dict[str, Any]:
+    """The run's policy options, completed by what an offline benchmark finds on the whole
+    job set (valuations included; :meth:`Policy.oracle_options`)."""
+    cls = registered().get(config.policy)
+    if cls is None or cls.oracle_options.__func__ is Policy.oracle_options.__func__:  # type: ignore[attr-defined]
+        return dict(config.policy_options)  # none to find (or create() names the unknown)
+    context = RunContext(
+        cluster=workload.cluster,
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        seed=config.seed,
+        runtime=RuntimeEstimator(workload.cluster, workload.runtime),
+        catalogue=workload.jobs,
+    )
+    found = cls.oracle_options(workload.jobs, context, config.policy_options)
+    return {**found, **config.policy_options}
 
 
 @dataclass(frozen=True)

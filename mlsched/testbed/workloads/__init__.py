@@ -1,6 +1,6 @@
 """Workloads by name (built-in generators) or from files; importing registers the built-ins."""
 
-from mlsched.testbed.workloads import demo, oasis, oasis_testbed, pdors
+from mlsched.testbed.workloads import demo, dps, oasis, oasis_testbed, pdors
 from mlsched.testbed.workloads.base import (
     Workload,
     builtin_workloads,
@@ -12,6 +12,7 @@ __all__ = [
     "Workload",
     "builtin_workloads",
     "demo",
+    "dps",
     "load_workload",
     "oasis",
     "oasis_testbed",

@@ -1,0 +1,101 @@
+"""``mlsched experiment dps`` (spec 004 §5): its outputs and checks at smoke scale, the
+orderings that hold at the smoke point over eight seeds, and (``make reproduce``) the
+default scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlsched.testbed.experiments import run_experiment
+from mlsched.testbed.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_item
+from mlsched.testbed.experiments.dps.profit import WIDE_MARGIN
+
+
+def test_smoke_scale_writes_results_checks_and_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is tested is the checking, not the claims (one seed is too few): the summary
+    has every scheme with its profit, each verdict follows the numbers beside it, the
+    sweeps stay out of the summary and the PNGs lie at the top of --out."""
+    monkeypatch.setenv("MLSCHED_WORKERS", "1")
+    results = run_experiment("dps", out_dir=tmp_path, scale="smoke", seeds=1)
+    assert json.loads((tmp_path / "results.json").read_text())["experiment"] == "dps"
+    assert set(results["summary"]) == set(SCHEMES)
+    for row in results["summary"].values():
+        assert row["profit"] == row["revenue"] and row["quotes"] > 0
+    assert all(not k.startswith(("delta", "theta")) for k in results["summary"])
+    checks = {c["name"]: c for c in results["checks"]}
+    assert len(checks) == 8 and all(c["detail"] for c in checks.values())
+    profit = {n: results["summary"][n]["profit"] for n in SCHEMES}
+    assert checks["(i) DPS earns more than DPS-simple"]["passed"] == (
+        profit["dps"] > profit["dps-simple"]
+    )
+    assert checks[f"(i) DPS earns at least {WIDE_MARGIN:g}x Random"]["passed"] == (
+        profit["dps"] >= WIDE_MARGIN * profit["random-price"]
+    )
+    regret = results["regret"]
+    assert regret["final_regret"] == pytest.approx(profit["bfp"] - profit["dps"])
+    assert checks["(ii) DPS's regret vs BFP: exploration hump, a zero crossing, ends <= ~0"][
+        "passed"
+    ] == (
+        regret["regret_at_explore_end"] > 0
+        and regret["zero_crossing_slot"] is not None
+        and regret["final_regret"] <= 0.05 * profit["bfp"]
+    )
+    delta = results["sweeps"]["delta"]
+    assert delta["values"] == list(SCALE_SETTINGS["smoke"].delta_scales)
+    assert delta["regret"][delta["values"].index(1.0)] == pytest.approx(regret["final_regret"])
+    bfp = results["bfp"][0]
+    assert bfp["engine_profit"] == pytest.approx(bfp["replay_profit"])  # the replay is exact here
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(results["plots"])
+    assert {"fig2_regret_over_time.png", "fig3_profit_over_time.png"} <= set(results["plots"])
+
+
+def test_at_the_smoke_point_dps_beats_top_and_pa_runs_shorter_than_rs() -> None:
+    """Spec 004 checks (i, third part) and (iii) at the experiment's smoke point (300 jobs
+    on 4 servers with 2 worker and 1 PS type: 100-300 offers per type, the smallest
+    setting the experiment runs), seeds 0-7. Measured: DPS 643 against the TOP stand-in
+    360 on average, ahead on 8/8 seeds; PA's first completed jobs take 243 slots against
+    RS's 332, lower on 8/8. (At the default scale DPS vs TOP is inside the spread between
+    seeds: ratio 1.04, ahead on 5/8; docs/algorithms/dps.md.) The paper's other orderings
+    of (i) do not hold in spec 004's model; the reproduction test names them."""
+    scale = SCALE_SETTINGS["smoke"]
+    runs = {
+        (name, seed): run_item(
+            Item("schemes", seed, name, SCHEMES[name][0], tuple(SCHEMES[name][1].items()), scale)
+        )
+        for name in ("dps", "top", "rs")
+        for seed in range(8)
+    }
+    assert all(isinstance(r, dict) for r in runs.values())
+    dps = np.array([runs[("dps", s)]["profit"] for s in range(8)])  # type: ignore[index]
+    top = np.array([runs[("top", s)]["profit"] for s in range(8)])  # type: ignore[index]
+    assert dps.sum() >= top.sum() and (dps >= top).sum() >= 7, (dps, top)
+    for seed in range(8):
+        pa, rs = runs[("dps", seed)]["runtimes"], runs[("rs", seed)]["runtimes"]  # type: ignore[index]
+        n = min(len(pa), len(rs))
+        assert n > 10 and sum(pa[:n]) < sum(rs[:n]), (seed, sum(pa[:n]), sum(rs[:n]))
+
+
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)
+def test_the_default_scale_holds_its_claims(tmp_path: Path) -> None:
+    """``mlsched experiment dps`` as documented (default scale, eight seeds). Required:
+    (iii) PA below RS and no failed run. Reported, not required, with the evidence in
+    docs/algorithms/dps.md: (i) DPS above DPS-simple and at least 1.5x Random, (ii) the
+    regret's zero crossing, (iv) the U shapes. In spec 004's model they do not hold
+    (measured at this scale: DPS 5,397, DPS-simple 6,162, Random 5,518, BFP 8,316; regret
+    35 % of BFP's profit at the horizon, positive on 8/8 seeds; regret falls as δ grows and
+    as θ shrinks): zero prices teach only runtimes, which the index ignores while C μ >>
+    n Q (A4); the worker and PS arms each maximise their own revenue from one joint budget
+    (A3); and the bandit has more arms than a type's offers can tell apart. (i)'s DPS >= TOP
+    is inside the spread between seeds here (ratio 1.04, 5/8 seeds)."""
+    results = run_experiment("dps", out_dir=tmp_path, scale="default")
+    checks = {c["name"]: c for c in results["checks"]}
+    required = ("(iii) PA's total runtime is below DPS-RS's", "every run finished without error")
+    assert [(n, checks[n]["detail"]) for n in required if not checks[n]["passed"]] == []
+    assert set(results["summary"]) == set(SCHEMES)

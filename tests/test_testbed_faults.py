@@ -111,9 +111,13 @@ LAUNCHES = [
         {"backend": "horovod"},
         "n",
         id="horovod",
-        marks=pytest.mark.skipif(
-            not horovod_available(), reason="Horovod is not installed (`make horovod`)"
-        ),
+        marks=[
+            pytest.mark.skipif(
+                not horovod_available(), reason="Horovod is not installed (`make horovod`)"
+            ),
+            # The same generation logic as torchrun's, through Horovod: make soak (CI).
+            pytest.mark.soak,
+        ],
     ),
 ]
 
@@ -252,6 +256,7 @@ def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None
         ctl.stop()
 
 
+@pytest.mark.soak  # 40 s; the chaos soak kills the controller too (make soak, CI)
 def test_controller_killed_and_restarted_loses_no_admitted_job(tmp_path: Path) -> None:
     port = free_port()
     address = f"127.0.0.1:{port}"

@@ -36,6 +36,19 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _finish(
+    fig: Figure, ax: Axes, path: str | Path, *, xlabel: str, ylabel: str, title: str, legend: bool
+) -> Path:
+    """Labels, title, grid and (for named series) a legend; then the PNG."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if legend:
+        ax.legend()
+    return _save(fig, Path(path))
+
+
 def plot_lines(
     path: str | Path,
     x: Sequence[float],
@@ -50,13 +63,7 @@ def plot_lines(
     fig, ax = _figure()
     for name, (mean, std) in series.items():
         ax.errorbar(x, mean, yerr=std, marker="o", capsize=3, label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if series:
-        ax.legend()
-    return _save(fig, Path(path))
+    return _finish(fig, ax, path, xlabel=xlabel, ylabel=ylabel, title=title, legend=bool(series))
 
 
 Values = Sequence[float] | np.ndarray
@@ -83,13 +90,7 @@ def plot_curves(
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     if zero_line:
         ax.axhline(0.0, color="black", linewidth=0.8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if series:
-        ax.legend()
-    return _save(fig, Path(path))
+    return _finish(fig, ax, path, xlabel=xlabel, ylabel=ylabel, title=title, legend=bool(series))
 
 
 def plot_cdf(
@@ -104,14 +105,9 @@ def plot_cdf(
             continue
         y = np.arange(1, data.size + 1) / data.size
         ax.step(data, y, where="post", label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("fraction of completed jobs")
     ax.set_ylim(0, 1.02)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if samples:
-        ax.legend()
-    return _save(fig, Path(path))
+    ylabel = "fraction of completed jobs"
+    return _finish(fig, ax, path, xlabel=xlabel, ylabel=ylabel, title=title, legend=bool(samples))
 
 
 def plot_bars(

@@ -62,15 +62,21 @@ def pa(filler: TaskFiller, shape: Shape, *, best_fit: bool = False) -> Placement
     workers = _fill(filler, order, x, shape.worker, dw)
     if workers is None:
         return None
-    ps: dict[int, int] = {}
-    if dp:
-        z = _counts(filler, shape.ps_servers, shape.ps)  # what the workers left
-        got = _fill(filler, order, z, shape.ps, dp)
-        if got is None:
-            for s, c in workers.items():
-                filler.give(s, shape.worker, c)
-            return None
-        ps = got
+    if not dp:
+        return _placement(workers, {})
+    z = _counts(filler, shape.ps_servers, shape.ps)  # what the workers left
+    return _with_ps(filler, shape, workers, _fill(filler, order, z, shape.ps, dp))
+
+
+def _with_ps(
+    filler: TaskFiller, shape: Shape, workers: dict[int, int], ps: dict[int, int] | None
+) -> Placement | None:
+    """The placement of ``workers`` and ``ps``; when the PSs did not fit (None), the
+    workers' capacity goes back to the filler: the whole job or nothing."""
+    if ps is None:
+        for s, c in workers.items():
+            filler.give(s, shape.worker, c)
+        return None
     return _placement(workers, ps)
 
 
@@ -100,15 +106,10 @@ def random_placement(
     workers = _scatter(filler, shape.worker_servers, shape.worker, shape.n_workers, rng)
     if workers is None:
         return None
-    ps: dict[int, int] = {}
-    if shape.n_ps:
-        got = _scatter(filler, shape.ps_servers, shape.ps, shape.n_ps, rng)
-        if got is None:
-            for s, c in workers.items():
-                filler.give(s, shape.worker, c)
-            return None
-        ps = got
-    return _placement(workers, ps)
+    if not shape.n_ps:
+        return _placement(workers, {})
+    ps = _scatter(filler, shape.ps_servers, shape.ps, shape.n_ps, rng)
+    return _with_ps(filler, shape, workers, ps)
 
 
 def _scatter(

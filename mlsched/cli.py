@@ -330,6 +330,11 @@ def run(config: Config) -> int:
         "demo": _demo,
         "train": lambda c: run_train(c.train) if c.train else 2,
     }
+    if config.command in ("simulate", "experiment"):
+        from mlsched.core.batch_gc import batch_gc
+
+        with batch_gc():  # loading thousands of jobs, then the runs
+            return handler[config.command](config)
     return handler[config.command](config)
 
 

@@ -98,6 +98,9 @@ class _Entry:
     # then: the same sample again under the same version needs no new check.
     quiet: _Sample | None = None
     quiet_version: int = -1
+    # This (job, placement)'s latest sample: a steady job measures the same again, and the
+    # key's window (shared with the key's other jobs) takes the same sample once more.
+    latest: _Sample | None = None
 
 
 class RuntimeEstimator(RuntimeModel):
@@ -267,12 +270,11 @@ class RuntimeEstimator(RuntimeModel):
             return pc + pm
         compute, comm = measurement.compute_time_s, measurement.comm_time_s
         samples = state.samples
-        last = samples[-1] if samples else None
+        last = entry.latest
         gbps = measurement.comm_gbps
         if (
             gbps is None
             and last is not None
-            and last.dc is entry.dc
             and last.compute == compute
             and last.comm == comm
             and last.moved is None
@@ -301,7 +303,7 @@ class RuntimeEstimator(RuntimeModel):
             entry.wire = self.family(job).wire_bytes(job, placement)
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(key, samples[0], -1.0)
-        sample = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
+        sample = entry.latest = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
         samples.append(sample)
         if moved is not None:
             self._count_bytes(key, sample, 1.0)

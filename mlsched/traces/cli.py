@@ -82,24 +82,26 @@ def add_trace_parser(sub: Any) -> None:
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    from mlsched.core.batch_gc import batch_gc
     from mlsched.testbed.workloads.trace import load_cluster_file
     from mlsched.traces import import_trace, write_workload
     from mlsched.traces.columns import parse_columns
 
     cluster = load_cluster_file(args.cluster) if args.cluster else None
-    imported = import_trace(
-        args.file,
-        args.format,
-        columns=parse_columns(args.column),
-        throughputs=args.throughputs,
-        tasks=args.tasks,
-        cluster=cluster,
-        slot_seconds=args.slot_seconds,
-        ignore_gpu_type=args.ignore_gpu_type,
-        skip_invalid=args.skip_invalid,
-        limit=args.jobs,
-    )
-    written = write_workload(imported, args.out)
+    with batch_gc():
+        imported = import_trace(
+            args.file,
+            args.format,
+            columns=parse_columns(args.column),
+            throughputs=args.throughputs,
+            tasks=args.tasks,
+            cluster=cluster,
+            slot_seconds=args.slot_seconds,
+            ignore_gpu_type=args.ignore_gpu_type,
+            skip_invalid=args.skip_invalid,
+            limit=args.jobs,
+        )
+        written = write_workload(imported, args.out)
     if args.json:
         out = {"written": [str(p) for p in written], **imported.notes}
         print(json.dumps(out, indent=2))

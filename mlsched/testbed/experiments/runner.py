@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlsched.controller.engine import Engine, RunResult
+from mlsched.core.batch_gc import batch_gc
 from mlsched.core.errors import SpecError
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
@@ -84,7 +85,8 @@ def simulate(
         workload.horizon_slots,
     )
     try:
-        return engine.run(progress=progress)
+        with batch_gc():
+            return engine.run(progress=progress)
     finally:
         executor.close()
 

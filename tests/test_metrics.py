@@ -123,6 +123,17 @@ def test_weighted_completion_and_makespan(result: RunResult):
     assert s.makespan_slots == 4
 
 
+def test_weighted_completion_time_charges_unfinished_jobs_the_horizon(result: RunResult):
+    # a done in slot 2 (w 2), b in slot 3; c running and d rejected charged slots run (5)
+    assert summarize(result).weighted_completion_time == pytest.approx(2 * 3 + 4 + 5 + 5)
+    result.horizon = 20
+    assert summarize(result).weighted_completion_time == pytest.approx(2 * 3 + 4 + 20 + 20)
+    # Finishing c instead of leaving it unfinished never scores worse.
+    c = result.records["c"]
+    c.state, c.completion_slot = JobState.DONE, 19
+    assert summarize(result).weighted_completion_time == pytest.approx(2 * 3 + 4 + 20 + 20)
+
+
 def test_utilization_misses_revenue_error_restarts(result: RunResult):
     s = summarize(result)
     assert s.utilization == pytest.approx({"cpu": 0.4, "gpu": 0.3})

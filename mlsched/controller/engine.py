@@ -336,6 +336,7 @@ class Engine:
             model_errors=list(self.model_errors),
             wall_seconds=wall_seconds,
             stalled=stalled,
+            horizon=self.horizon,
         )
 
     # Arrivals ---------------------------------------------------------------------------

@@ -94,3 +94,4 @@ class RunResult:
     model_errors: list[ModelError] = field(default_factory=list)
     wall_seconds: float = 0.0
     stalled: bool = False
+    horizon: int | None = None  # the run's horizon in slots (None: open-ended)

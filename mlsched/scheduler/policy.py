@@ -42,6 +42,9 @@ class Policy(ABC):
     description: ClassVar[str] = ""
     #: The job architectures the policy's model covers.
     archs: ClassVar[frozenset[Arch]] = frozenset(Arch)
+    #: Whether admitted jobs wait for the policy's next batch round before they may run
+    #: (the heterogeneous scheduler), rather than running from their admission on.
+    batch_rounds: ClassVar[bool] = False
 
     @classmethod
     def supports(cls, job: JobSpec) -> bool:

@@ -6,6 +6,12 @@ is that time divided by the slot length. A job **misses its target** when it was
 and either never completed or completed with ``completion_slot - arrival_slot`` above its
 utility's target (sigmoid ``target`` gamma3, linear/step ``deadline``). Jobs that never
 completed have no JCT and earn a duration utility of 0 (spec 001 A20).
+
+``weighted_completion_time`` is spec 002's objective, sum over *all* jobs of weight x
+completion time in slots from slot 0: a job done in slot k completes at k + 1; a job not
+done (rejected, waiting, still running) is charged the horizon (the slots run when the run
+had none). Every completion is at most the horizon, so finishing a job never scores worse
+than leaving it unfinished.
 """
 
 from __future__ import annotations
@@ -22,7 +28,14 @@ from mlsched.controller.engine import JobRecord, RunResult
 from mlsched.core.allocation import JobState
 from mlsched.core.utility import UtilityKind
 
-__all__ = ["Summary", "jct_s", "job_rows", "summarize", "target_slots"]
+__all__ = [
+    "Summary",
+    "jct_s",
+    "job_rows",
+    "summarize",
+    "target_slots",
+    "weighted_completion_time",
+]
 
 
 def jct_s(record: JobRecord, slot_seconds: float) -> float | None:
@@ -99,6 +112,8 @@ class Summary:
     slot_seconds: float = 0.0
     wall_seconds: float = 0.0
     stalled: bool = False
+    #: Spec 002's sum of w_j c_j in slots, unfinished jobs at the horizon (module docstring).
+    weighted_completion_time: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (None for metrics without data)."""
@@ -156,6 +171,7 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         ),
         weighted_flow_s=float(sum(r.spec.weight * j for r, j in zip(done, jcts, strict=True))),
         makespan_s=max((r.completion_time_s or 0.0 for r in done), default=0.0),
+        weighted_completion_time=weighted_completion_time(result),
         makespan_slots=max(
             (r.completion_slot + 1 for r in done if r.completion_slot is not None), default=0
         ),
@@ -175,6 +191,16 @@ def summarize(result: RunResult, *, wall_seconds: float | None = None) -> Summar
         wall_seconds=result.wall_seconds if wall_seconds is None else wall_seconds,
         stalled=result.stalled,
     )
+
+
+def weighted_completion_time(result: RunResult) -> float:
+    """Sum of w_j c_j over every job, in slots (see the module docstring)."""
+    charge = result.horizon if result.horizon is not None else result.slots
+    total = 0.0
+    for r in result.records.values():
+        done = r.state is JobState.DONE and r.completion_slot is not None
+        total += r.spec.weight * (r.completion_slot + 1 if done else charge)  # type: ignore[operator]
+    return float(total)
 
 
 def _per_job_restarts(records: list[JobRecord]) -> float:

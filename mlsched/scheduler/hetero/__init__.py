@@ -1,0 +1,40 @@
+"""Zhou et al.'s heterogeneous batch scheduler (spec 002): A_online, A_dual, A_maxweight
+and the cost-minimisation subroutines for PS and ring-all-reduce jobs on worker and PS types.
+
+Modules: :mod:`~.catalogue` (worker and PS types, which servers host them), :mod:`~.grid`
+(capacity and prices of one A_maxweight call), :mod:`~.shapes` (a job's candidate
+shapes and durations), :mod:`~.mincost` (the per-job cost minimisation), :mod:`~.maxweight`
+(A_maxweight and A_dual) and :mod:`~.policy` (A_online, registered as ``hetero``).
+"""
+
+from mlsched.scheduler.hetero.catalogue import (
+    DEFAULT_CATALOGUE,
+    PsType,
+    TypeCatalogue,
+    WorkerType,
+)
+from mlsched.scheduler.hetero.grid import Grid, price_base
+from mlsched.scheduler.hetero.maxweight import Scheduled, dual, maxweight, theory_alpha
+from mlsched.scheduler.hetero.mincost import Candidate, mincost
+from mlsched.scheduler.hetero.policy import DEFAULT_ALPHA, HeteroPolicy, RoundRecord
+from mlsched.scheduler.hetero.shapes import JobShapes, Shape
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_CATALOGUE",
+    "Candidate",
+    "Grid",
+    "HeteroPolicy",
+    "JobShapes",
+    "PsType",
+    "RoundRecord",
+    "Scheduled",
+    "Shape",
+    "TypeCatalogue",
+    "WorkerType",
+    "dual",
+    "maxweight",
+    "mincost",
+    "price_base",
+    "theory_alpha",
+]

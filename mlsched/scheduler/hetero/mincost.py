@@ -1,0 +1,250 @@
+"""The per-job cost minimisation (spec 002 §3.6-3.9): the cheapest feasible schedule of one
+job at the grid's current prices, over every shape and start slot.
+
+* co-located (``mincost_central``; the paper's A_mincost2 and A_RAmincost1, [AMB-10]): all
+  N workers (and one PS) on one server, checked against the window's least residual
+  capacity, for every (start, server) at once;
+* distributed (``mincost_dist``; A_mincost1 and A_RAmincost2): workers filled greedily from
+  the servers cheapest over the window. For a ring this is exact and vectorised over the
+  starts. For PS jobs all PSs go on one host n (§3.7, [AMB-6]) next to g of the workers,
+  the largest g whose PSs cover the remote workers' bandwidth (g <= N - 1,
+  s = max(1, ceil((N - g) b / B)), [AMB-5]); the greedy fill without the PS is a lower bound
+  of that cost, so candidates are evaluated best-first by it and the search stops once the
+  bound exceeds the best found (exact, and it skips most of the Python loop).
+
+Candidates compare by :func:`key`: ``(cost, completion, resource-slots, case, ...)`` by
+default ([AMB-9]), or the paper's first-found rule (``(cost, case, enumeration order)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlsched.scheduler.hetero.grid import EPS, Grid
+from mlsched.scheduler.hetero.shapes import JobShapes, Shape
+
+__all__ = ["TIE_BREAKS", "Candidate", "mincost"]
+
+TIE_BREAKS = ("spec", "paper")
+
+Key = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cost: float
+    key: Key
+    shape: Shape
+    start: int
+    workers: dict[int, int]
+    ps: dict[int, int] = field(default_factory=dict)
+
+    def usage(self, shapes: JobShapes) -> dict[int, np.ndarray]:
+        """Normalised resources per server."""
+        w = shapes.worker_demand[self.shape.m]
+        p = shapes.ps_demand[self.shape.p]
+        out: dict[int, np.ndarray] = {}
+        for s, c in self.workers.items():
+            out[s] = out.get(s, 0) + c * w
+        for s, c in self.ps.items():
+            out[s] = out.get(s, 0) + c * p
+        return out
+
+
+def key(tie: str, cost: float, shape: Shape, start: int, slots: float, server: int) -> Key:
+    case = 0.0 if shape.case.endswith("central") else 1.0
+    order = (float(shape.m), float(shape.p), float(shape.rank), float(start), float(server))
+    if tie == "paper":
+        return (cost, case, *order)
+    return (cost, float(start + shape.length), slots, case, *order)
+
+
+def _cap(least: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """How many tasks of ``demand`` fit the residual ``least`` (..., resources)."""
+    need = demand > EPS
+    if not need.any():
+        return np.full(least.shape[:-1], 1 << 30, dtype=np.int64)
+    ratio = least[..., need] / demand[need]
+    return np.floor(np.clip(ratio.min(axis=-1), 0.0, None) + EPS).astype(np.int64)
+
+
+def mincost_central(grid: Grid, js: JobShapes, shape: Shape, tie: str) -> Candidate | None:
+    sums, least = grid.window(shape.length)
+    uses_ps = shape.case.startswith("ps")
+    s = js.ps_needed(0, shape.n, shape.p, shape.m) if uses_ps else 0
+    demand = shape.n * js.worker_demand[shape.m] + s * js.ps_demand[shape.p]
+    ok = (least >= demand - EPS).all(axis=-1) & js.eligible[shape.m]
+    if uses_ps:
+        ok &= js.ps_hosts
+    if not ok.any():
+        return None
+    cost = np.where(ok, sums @ demand, np.inf)
+    flat = int(np.argmin(cost))  # first minimum: earliest start, then lowest server
+    start, server = divmod(flat, cost.shape[1])
+    value = float(cost[start, server])
+    slots = shape.length * float(demand.sum())
+    return Candidate(
+        value,
+        key(tie, value, shape, start, slots, server),
+        shape,
+        start,
+        {server: shape.n},
+        {server: s} if s else {},
+    )
+
+
+def _fill(order: np.ndarray, cap: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy counts along ``order`` (rows: starts) taking at most ``cap``, n in total."""
+    cap_sorted = np.take_along_axis(cap, order, axis=1)
+    before = np.cumsum(cap_sorted, axis=1) - cap_sorted
+    return np.clip(n - before, 0, cap_sorted), cap_sorted
+
+
+def _greedy(
+    grid: Grid, js: JobShapes, shape: Shape
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per start: the cheapest cost of N workers (inf if they do not fit), the server order
+    by price, the counts along it, and the price and capacity rows."""
+    sums, least = grid.window(shape.length)
+    w = js.worker_demand[shape.m]
+    omega = sums @ w
+    cap = np.where(js.eligible[shape.m], _cap(least, w), 0)
+    priced = np.where(cap > 0, omega, np.inf)
+    order = np.argsort(priced, axis=1, kind="stable")
+    fill, _ = _fill(order, cap, shape.n)
+    om_sorted = np.take_along_axis(omega, order, axis=1)
+    cost = np.where(fill > 0, fill * om_sorted, 0.0).sum(axis=1)
+    cost = np.where(fill.sum(axis=1) >= shape.n, cost, np.inf)
+    return cost, order, fill, omega, cap
+
+
+def _ps_dist_exact(
+    grid: Grid,
+    js: JobShapes,
+    shape: Shape,
+    start: int,
+    order: np.ndarray,
+    omega: np.ndarray,
+    cap: np.ndarray,
+    tie: str,
+) -> Candidate | None:
+    """Alg. 4 at one start (see the module docstring); None if no PS host works."""
+    sums, least = grid.window(shape.length)
+    w, z = js.worker_demand[shape.m], js.ps_demand[shape.p]
+    zeta = sums[start] @ z
+    res = least[start]
+    n_total = shape.n
+    base = np.zeros(len(order), dtype=np.int64)
+    left = n_total
+    for k in order:
+        if left <= 0:
+            break
+        take = min(int(cap[k]), left)
+        base[k] = take
+        left -= take
+    if left > 0:
+        return None
+    base_cost = float((base * omega).sum())
+    best: Candidate | None = None
+    best_key: Key | None = None
+    s0 = js.ps_needed(n_total, n_total, shape.p, shape.m)
+    # Hosts holding none of the greedy's workers: the fill stays, g = 0.
+    spare = _cap(res, z)
+    outside = js.ps_hosts & (base == 0) & (spare >= s0)
+    if outside.any():
+        extra = np.where(outside, zeta * s0, np.inf)
+        n = int(np.argmin(extra))
+        cost = base_cost + float(extra[n])
+        workers = {int(s): int(c) for s, c in enumerate(base) if c}
+        slots = shape.length * float(n_total * w.sum() + s0 * z.sum())
+        best_key = key(tie, cost, shape, start, slots, n)
+        best = Candidate(cost, best_key, shape, start, workers, {n: s0})
+    for host in np.flatnonzero(js.ps_hosts & (base > 0)):
+        n = int(host)
+        yk = int(base[n])
+        chosen = -1
+        s = 0
+        for g in range(min(yk, n_total - 1) + 1):
+            need = js.ps_needed(n_total - g, n_total, shape.p, shape.m)
+            room = res[n] - g * w
+            if int(_cap(room, z)) >= need:
+                chosen, s = g, need  # the largest feasible g wins, as in the paper
+        if chosen < 0:
+            continue
+        y = base.copy()
+        y[n] = chosen
+        left = yk - chosen
+        pos = int(np.flatnonzero(order == n)[0])
+        for k in order[pos + 1 :]:
+            if left <= 0:
+                break
+            take = min(int(cap[k]) - int(y[k]), left)
+            if take > 0:
+                y[k] += take
+                left -= take
+        if left > 0:
+            continue
+        cost = float((y * omega).sum()) + float(zeta[n]) * s
+        slots = shape.length * float(n_total * w.sum() + s * z.sum())
+        k2 = key(tie, cost, shape, start, slots, n)
+        if best_key is None or k2 < best_key:
+            workers = {int(i): int(c) for i, c in enumerate(y) if c}
+            best, best_key = Candidate(cost, k2, shape, start, workers, {n: s}), k2
+    return best
+
+
+def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
+    """The cheapest schedule of the job (None if nothing fits)."""
+    best: Candidate | None = None
+    pending: list[tuple[float, int, int, Shape, np.ndarray, np.ndarray, np.ndarray]] = []
+    for shape in js.shapes:
+        if shape.case.endswith("central"):
+            cand = mincost_central(grid, js, shape, tie)
+            if cand is not None and (best is None or cand.key < best.key):
+                best = cand
+            continue
+        cost, order, fill, omega, cap = _greedy(grid, js, shape)
+        if shape.case == "ra_dist":
+            finite = np.isfinite(cost)
+            if not finite.any():
+                continue
+            start = int(np.argmin(cost))
+            value = float(cost[start])
+            counts = np.zeros(cap.shape[1], dtype=np.int64)
+            counts[order[start]] = fill[start]
+            slots = shape.length * shape.n * float(js.worker_demand[shape.m].sum())
+            cand = Candidate(
+                value,
+                key(tie, value, shape, start, slots, int(order[start, 0])),
+                shape,
+                start,
+                {int(s): int(c) for s, c in enumerate(counts) if c},
+            )
+            if best is None or cand.key < best.key:
+                best = cand
+            continue
+        for at in np.flatnonzero(np.isfinite(cost)):
+            start = int(at)
+            pending.append(
+                (
+                    float(cost[start]),
+                    start + shape.length,
+                    start,
+                    shape,
+                    order[start],
+                    omega[start],
+                    cap[start],
+                )
+            )
+    pending.sort(key=lambda c: (c[0], c[1]))
+    for bound, completion, start, shape, order, omega, cap in pending:
+        if best is not None and (
+            bound > best.cost or (tie == "spec" and bound == best.cost and completion > best.key[1])
+        ):
+            break
+        cand = _ps_dist_exact(grid, js, shape, start, order, omega, cap, tie)
+        if cand is not None and (best is None or cand.key < best.key):
+            best = cand
+    return best

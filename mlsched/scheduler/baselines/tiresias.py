@@ -169,8 +169,9 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self._running.discard(job_id)
         self._gpus.pop(job_id, None)
 
-    def attained(self, view: ClusterView, job_id: str) -> float:
-        """Attained service of a job in GPU-slots (worker-slots for GPU-less workers)."""
+    def rank(self, view: ClusterView, job_id: str) -> float:
+        """The sort key, smallest first: attained service in GPU-slots (worker-slots for
+        GPU-less workers)."""
         return view[job_id].worker_slots * self._gpus[job_id]
 
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
@@ -178,7 +179,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         table = self._table
         assert f is not None and table is not None, "setup() binds the cluster"
         jobs = [d for d in self._jobs.values() if d.job.job_id in view]
-        jobs.sort(key=lambda d: (self.attained(view, d.job.job_id), d.seq))
+        jobs.sort(key=lambda d: (self.rank(view, d.job.job_id), d.seq))
         f.reset()
         for d in jobs:  # running jobs' places: jobs placed before them go elsewhere first
             if d.job.job_id in self._running:

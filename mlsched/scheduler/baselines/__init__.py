@@ -1,6 +1,7 @@
-"""Baseline policies: FIFO, DRF, Tiresias-style LAS and spec 002's 2D-LAS, an Optimus-style greedy allocator, and
-spec 001's risk-reward heuristic (RRH) and Dorm."""
+"""Baseline policies: FIFO, DRF, Tiresias-style LAS, spec 002's 2D-LAS and AntMan-style
+classes, an Optimus-style greedy allocator, and spec 001's risk-reward heuristic (RRH) and
+Dorm."""
 
-from mlsched.scheduler.baselines import dorm, drf, fifo, las2d, optimus, rrh, tiresias
+from mlsched.scheduler.baselines import antman, dorm, drf, fifo, las2d, optimus, rrh, tiresias
 
-__all__ = ["dorm", "drf", "fifo", "las2d", "optimus", "rrh", "tiresias"]
+__all__ = ["antman", "dorm", "drf", "fifo", "las2d", "optimus", "rrh", "tiresias"]

@@ -51,6 +51,6 @@ class Las2dPolicy(TiresiasPolicy):
         super().release(job_id)
         self._size.pop(job_id, None)
 
-    def rank(self, view: ClusterView, job_id: str) -> float:
+    def rank(self, view: ClusterView, job_id: str) -> tuple[float, ...]:
         """Remaining work units x resources, smallest first."""
-        return view[job_id].remaining * self._size[job_id]
+        return (view[job_id].remaining * self._size[job_id],)

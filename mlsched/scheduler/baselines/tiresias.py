@@ -169,10 +169,10 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self._running.discard(job_id)
         self._gpus.pop(job_id, None)
 
-    def rank(self, view: ClusterView, job_id: str) -> float:
-        """The sort key, smallest first: attained service in GPU-slots (worker-slots for
-        GPU-less workers)."""
-        return view[job_id].worker_slots * self._gpus[job_id]
+    def rank(self, view: ClusterView, job_id: str) -> tuple[float, ...]:
+        """The sort key, smallest first (ties by arrival): attained service in GPU-slots
+        (worker-slots for GPU-less workers)."""
+        return (view[job_id].worker_slots * self._gpus[job_id],)
 
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
         f = self._filler

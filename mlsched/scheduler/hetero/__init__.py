@@ -4,7 +4,8 @@ and the cost-minimisation subroutines for PS and ring-all-reduce jobs on worker 
 Modules: :mod:`~.catalogue` (worker and PS types, which servers host them), :mod:`~.grid`
 (capacity and prices of one A_maxweight call), :mod:`~.shapes` (a job's candidate
 shapes and durations), :mod:`~.mincost` (the per-job cost minimisation), :mod:`~.maxweight`
-(A_maxweight and A_dual) and :mod:`~.policy` (A_online, registered as ``hetero``).
+(A_maxweight and A_dual), :mod:`~.greedy_rtl` (Jain et al.'s greedy, the baseline of
+A_maxweight) and :mod:`~.policy` (A_online, registered as ``hetero``).
 """
 
 from mlsched.scheduler.hetero.catalogue import (
@@ -13,6 +14,7 @@ from mlsched.scheduler.hetero.catalogue import (
     TypeCatalogue,
     WorkerType,
 )
+from mlsched.scheduler.hetero.greedy_rtl import greedy_rtl, scheduled_weight
 from mlsched.scheduler.hetero.grid import Grid, price_base
 from mlsched.scheduler.hetero.maxweight import Scheduled, dual, maxweight, theory_alpha
 from mlsched.scheduler.hetero.mincost import Candidate, mincost
@@ -33,8 +35,10 @@ __all__ = [
     "TypeCatalogue",
     "WorkerType",
     "dual",
+    "greedy_rtl",
     "maxweight",
     "mincost",
     "price_base",
+    "scheduled_weight",
     "theory_alpha",
 ]

@@ -128,13 +128,14 @@ def _enumerate(
                 for n in counts:
                     if case == "ra_dist" and n == 1:
                         continue  # one worker is co-located: the central case
+                    # One placement made per (case, types, count): this loop is most of a
+                    # round's time.
                     if central:
-                        placement = Placement.of({a: n}, {a: 1} if job.uses_ps else None)
+                        workers, ps = ((a, n),), ((a, 1),) if job.uses_ps else ()
                     else:
-                        ps = {b: 1} if job.uses_ps else None
-                        workers = {a: n} if job.uses_ps else {a: n - 1, b: 1}
-                        placement = Placement.of(workers, ps)
-                    placement = Placement(placement.workers, placement.ps, worker_type=m, ps_type=p)
+                        ps = ((b, 1),) if job.uses_ps else ()
+                        workers = ((a, n),) if job.uses_ps else ((a, n - 1), (b, 1))
+                    placement = Placement(workers, ps, worker_type=m, ps_type=p)
                     rate = view.rate_per_slot(job, placement)
                     if not rate > 0 or not math.isfinite(rate):
                         continue

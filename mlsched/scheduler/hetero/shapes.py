@@ -130,6 +130,8 @@ def _enumerate(
                         continue  # one worker is co-located: the central case
                     # One placement made per (case, types, count): this loop is most of a
                     # round's time.
+                    workers: tuple[tuple[int, int], ...]
+                    ps: tuple[tuple[int, int], ...]
                     if central:
                         workers, ps = ((a, n),), ((a, 1),) if job.uses_ps else ()
                     else:

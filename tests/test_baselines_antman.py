@@ -8,14 +8,13 @@ guarantee jobs and the others opportunistic.
 from __future__ import annotations
 
 import pytest
-from strategies import RecordingExecutor
-from test_baselines_tiresias import SLOT_S, gpu_cluster, ring_job
+from test_baselines_tiresias import gpu_cluster, ring_job
+from test_baselines_tiresias import run as run_policy
 
-from mlsched.controller.engine import Engine, RunResult
+from mlsched.controller.engine import RunResult
 from mlsched.core import JobSpec, Placement
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
+from mlsched.testbed.simulator import TruthConfig
 
 
 def weighted(job: JobSpec, weight: float) -> JobSpec:
@@ -23,20 +22,9 @@ def weighted(job: JobSpec, weight: float) -> JobSpec:
 
 
 def run(jobs: list[JobSpec], until: int) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
-    cluster = gpu_cluster()
-    executor = RecordingExecutor(
-        SimulatedExecutor(cluster, SLOT_S, truth=TruthConfig(restart_s=1.0))
+    return run_policy(
+        gpu_cluster(), jobs, until=until, truth=TruthConfig(restart_s=1.0), policy="antman"
     )
-    engine = Engine(
-        cluster,
-        create("antman"),
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
-    return engine.run(until=until), executor.allocations
 
 
 def slots_of(alloc: dict[int, dict[str, Placement]], job_id: str) -> list[int]:

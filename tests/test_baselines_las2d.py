@@ -6,32 +6,18 @@ resource factor would give another order; the expected slots are worked out by h
 
 from __future__ import annotations
 
-from strategies import RecordingExecutor
-from test_baselines_tiresias import SLOT_S, gpu_cluster, ring_job
+from test_baselines_tiresias import gpu_cluster, ring_job
+from test_baselines_tiresias import run as run_policy
 
-from mlsched.controller.engine import Engine, RunResult
+from mlsched.controller.engine import RunResult
 from mlsched.core import Cluster, JobSpec, JobState, Placement
-from mlsched.perfmodel.estimator import RuntimeEstimator
-from mlsched.scheduler import create
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
+from mlsched.testbed.simulator import TruthConfig
 
 
 def run(
     cluster: Cluster, jobs: list[JobSpec], *, until: int, policy: str = "las2d"
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
-    executor = RecordingExecutor(
-        SimulatedExecutor(cluster, SLOT_S, truth=TruthConfig(restart_s=1.0))
-    )
-    engine = Engine(
-        cluster,
-        create(policy),
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
-    return engine.run(until=until), executor.allocations
+    return run_policy(cluster, jobs, until=until, truth=TruthConfig(restart_s=1.0), policy=policy)
 
 
 def order(alloc: dict[int, dict[str, Placement]], slots: range) -> list[set[str]]:

@@ -54,12 +54,18 @@ def ring_job(
 
 
 def run(
-    cluster: Cluster, jobs: list[JobSpec], *, until: int = 400, truth: TruthConfig | None = None
+    cluster: Cluster,
+    jobs: list[JobSpec],
+    *,
+    until: int = 400,
+    truth: TruthConfig | None = None,
+    policy: str = "tiresias",
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
+    """Run ``policy`` (the LAS family shares these helpers); the allocation of each slot."""
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
     engine = Engine(
         cluster,
-        create("tiresias"),
+        create(policy),
         executor,
         RuntimeEstimator(cluster),
         slot_seconds=SLOT_S,

@@ -326,3 +326,7 @@ def test_simulate_on_a_foreign_csv_names_every_unknown_column(
     for column in ("submit_time", "duration", "num_gpus", "user", "queue"):
         assert repr(column) in err
     assert "mlsched trace import" in err
+    # Without --cluster the columns are still what is wrong, not the missing cluster.
+    assert main([a for a in args if a not in ("--cluster", str(cluster))]) == 2
+    err = capsys.readouterr().err
+    assert "mlsched trace import" in err and "'num_gpus'" in err

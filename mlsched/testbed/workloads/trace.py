@@ -112,6 +112,9 @@ def load_workload_file(
         raise SpecError("workload", str(p), "an existing file or a built-in workload name")
     given = _resolve_cluster(cluster)
     if suffix == ".csv":
+        # The rows first: a trace of another shape is told about `trace import` whether
+        # or not a cluster was given.
+        jobs = tuple(load_trace_csv(p))
         if given is None:
             raise SpecError(
                 "cluster",
@@ -123,7 +126,7 @@ def load_workload_file(
         return Workload(
             name=p.stem,
             cluster=given,
-            jobs=tuple(load_trace_csv(p)),
+            jobs=jobs,
             description=f"trace {p.name}",
             notes={"slot_seconds_given": False},
         )

@@ -95,28 +95,34 @@ def mincost_central(grid: Grid, js: JobShapes, shape: Shape, tie: str) -> Candid
     )
 
 
-def _fill(order: np.ndarray, cap: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy counts along ``order`` (rows: starts) taking at most ``cap``, n in total."""
+_Ranked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _ranked(grid: Grid, js: JobShapes, m: int, length: int) -> _Ranked:
+    """What the greedy fill shares between shapes of one worker type and length: per
+    start, the servers' window prices and capacities, their order by price, and the
+    capacities and prices along that order with the capacity before each server."""
+    sums, least = grid.window(length)
+    w = js.worker_demand[m]
+    omega = sums @ w
+    cap = np.where(js.eligible[m], _cap(least, w), 0)
+    priced = np.where(cap > 0, omega, np.inf)
+    order = np.argsort(priced, axis=1, kind="stable")
     cap_sorted = np.take_along_axis(cap, order, axis=1)
     before = np.cumsum(cap_sorted, axis=1) - cap_sorted
-    return np.clip(n - before, 0, cap_sorted), cap_sorted
+    om_sorted = np.take_along_axis(omega, order, axis=1)
+    return omega, cap, order, cap_sorted, before, om_sorted
 
 
 def _greedy(
-    grid: Grid, js: JobShapes, shape: Shape
+    ranked: _Ranked, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per start: the cheapest cost of N workers (inf if they do not fit), the server order
-    by price, the counts along it, and the price and capacity rows."""
-    sums, least = grid.window(shape.length)
-    w = js.worker_demand[shape.m]
-    omega = sums @ w
-    cap = np.where(js.eligible[shape.m], _cap(least, w), 0)
-    priced = np.where(cap > 0, omega, np.inf)
-    order = np.argsort(priced, axis=1, kind="stable")
-    fill, _ = _fill(order, cap, shape.n)
-    om_sorted = np.take_along_axis(omega, order, axis=1)
+    """Per start: the cheapest cost of ``n`` workers (inf if they do not fit), the server
+    order by price, the counts along it, and the price and capacity rows."""
+    omega, cap, order, cap_sorted, before, om_sorted = ranked
+    fill = np.clip(n - before, 0, cap_sorted)
     cost = np.where(fill > 0, fill * om_sorted, 0.0).sum(axis=1)
-    cost = np.where(fill.sum(axis=1) >= shape.n, cost, np.inf)
+    cost = np.where(fill.sum(axis=1) >= n, cost, np.inf)
     return cost, order, fill, omega, cap
 
 
@@ -164,15 +170,13 @@ def _ps_dist_exact(
     for host in np.flatnonzero(js.ps_hosts & (base > 0)):
         n = int(host)
         yk = int(base[n])
-        chosen = -1
-        s = 0
-        for g in range(min(yk, n_total - 1) + 1):
-            need = js.ps_needed(n_total - g, n_total, shape.p, shape.m)
-            room = res[n] - g * w
-            if int(_cap(room, z)) >= need:
-                chosen, s = g, need  # the largest feasible g wins, as in the paper
-        if chosen < 0:
+        gs = np.arange(min(yk, n_total - 1) + 1)
+        needs = np.array([js.ps_needed(n_total - int(g), n_total, shape.p, shape.m) for g in gs])
+        feasible = np.flatnonzero(_cap(res[n] - gs[:, None] * w, z) >= needs)
+        if not len(feasible):
             continue
+        chosen = int(feasible[-1])  # the largest feasible g wins, as in the paper
+        s = int(needs[chosen])
         y = base.copy()
         y[n] = chosen
         left = yk - chosen
@@ -199,13 +203,18 @@ def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
     """The cheapest schedule of the job (None if nothing fits)."""
     best: Candidate | None = None
     pending: list[tuple[float, int, int, Shape, np.ndarray, np.ndarray, np.ndarray]] = []
+    # Shapes of one worker type and length differ only in N: rank the servers once.
+    ranked: dict[tuple[int, int], _Ranked] = {}
     for shape in js.shapes:
         if shape.case.endswith("central"):
             cand = mincost_central(grid, js, shape, tie)
             if cand is not None and (best is None or cand.key < best.key):
                 best = cand
             continue
-        cost, order, fill, omega, cap = _greedy(grid, js, shape)
+        at_length = ranked.get((shape.m, shape.length))
+        if at_length is None:
+            at_length = ranked[shape.m, shape.length] = _ranked(grid, js, shape.m, shape.length)
+        cost, order, fill, omega, cap = _greedy(at_length, shape.n)
         if shape.case == "ra_dist":
             finite = np.isfinite(cost)
             if not finite.any():

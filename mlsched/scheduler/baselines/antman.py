@@ -28,11 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import Admission, Allocation, Placement
+from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.taskfill import TaskFiller
-from mlsched.scheduler.baselines.taskgrow import pack_placement
-from mlsched.scheduler.baselines.tiresias import TiresiasPolicy, p0_place
+from mlsched.scheduler.baselines.tiresias import TiresiasPolicy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
@@ -77,10 +75,9 @@ class AntManPolicy(TiresiasPolicy):
             return math.inf
         return float(np.quantile(np.asarray(weights), 1.0 - self.guarantee_share))
 
-    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
-        admission = super().on_arrival(job, view)
-        if not admission.is_admitted():
-            return admission
+    def _admitted(
+        self, job: JobSpec, view: ClusterView, workers: int, ps: int, empty: Placement
+    ) -> None:
         cut = self._cut
         if cut is None:
             self._seen.append(job.weight)
@@ -88,33 +85,18 @@ class AntManPolicy(TiresiasPolicy):
         if job.weight >= cut:
             self._guarantee.add(job.job_id)
         self._arrival[job.job_id] = view.slot
-        self._ideal[job.job_id] = self._ideal_slots(job, view)
-        return admission
-
-    def _ideal_slots(self, job: JobSpec, view: ClusterView) -> float:
-        """Slots the job needs with its fixed counts on the placement admission found."""
-        f = self._filler
-        assert f is not None
-        dem = self._jobs[job.job_id]
-        w, p = self.counts(job)
-        empty = TaskFiller(view.cluster)
-        placement: Placement | None = p0_place(empty, dem, w, p, self._rack_of)
-        if placement is None:
-            placement = pack_placement(empty, dem, w, p)
-        if placement is None:  # admission found one; keep the job opportunistic-only
-            return math.inf
+        # Ideal duration: slots its fixed counts need on the placement admission found.
         runtime = view.runtime
-        per_s = runtime.units_per_iteration(job, placement) / runtime.iteration_time(job, placement)
-        return job.total_work / per_s / view.slot_seconds if per_s > 0 else math.inf
+        per_s = runtime.units_per_iteration(job, empty) / runtime.iteration_time(job, empty)
+        self._ideal[job.job_id] = (
+            job.total_work / per_s / view.slot_seconds if per_s > 0 else math.inf
+        )
 
     def release(self, job_id: str) -> None:
         super().release(job_id)
         self._guarantee.discard(job_id)
         self._arrival.pop(job_id, None)
         self._ideal.pop(job_id, None)
-
-    def is_guarantee(self, job_id: str) -> bool:
-        return job_id in self._guarantee
 
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
         for job_id, arrived in self._arrival.items():  # promotions first

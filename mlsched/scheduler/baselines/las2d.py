@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlsched.core.allocation import Admission
+from mlsched.core.allocation import Placement
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.tiresias import TiresiasPolicy
 from mlsched.scheduler.registry import register
@@ -40,12 +40,10 @@ class Las2dPolicy(TiresiasPolicy):
         super().__init__(**options)
         self._size: dict[str, float] = {}  # GPUs over the workers plus PSs
 
-    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
-        admission = super().on_arrival(job, view)
-        if admission.is_admitted():
-            w, p = self.counts(job)
-            self._size[job.job_id] = w * (job.worker["gpu"] or 1.0) + p
-        return admission
+    def _admitted(
+        self, job: JobSpec, view: ClusterView, workers: int, ps: int, empty: Placement
+    ) -> None:
+        self._size[job.job_id] = workers * self._gpus[job.job_id] + ps
 
     def release(self, job_id: str) -> None:
         super().release(job_id)

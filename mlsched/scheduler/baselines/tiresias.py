@@ -149,11 +149,12 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         offered = view.cluster.offers(job.worker) and (
             not job.uses_ps or view.cluster.offers(job.ps)
         )
-        fits = offered and (
-            p0_place(empty, dem, w, p, self._rack_of) is not None
-            or pack_placement(empty, dem, w, p) is not None
-        )
-        if not fits:
+        placement = None
+        if offered:
+            placement = p0_place(empty, dem, w, p, self._rack_of) or pack_placement(
+                empty, dem, w, p
+            )
+        if placement is None:
             return Admission.reject(
                 RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
             )
@@ -161,7 +162,14 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self._table.add(dem, w, p)
         self._add(job.job_id, dem)
         self._gpus[job.job_id] = job.worker["gpu"] or 1.0
+        self._admitted(job, view, w, p, placement)
         return Admission.admit(reason=f"LAS with {w} workers, {p} PSs")
+
+    def _admitted(
+        self, job: JobSpec, view: ClusterView, workers: int, ps: int, empty: Placement
+    ) -> None:
+        """What a variant keeps of an admitted job: its fixed counts and the placement
+        admission found for them on the empty cluster."""
 
     def release(self, job_id: str) -> None:
         self._jobs.pop(job_id, None)

@@ -132,26 +132,20 @@ def _ps_dist_exact(
     shape: Shape,
     start: int,
     order: np.ndarray,
+    fill: np.ndarray,
     omega: np.ndarray,
     cap: np.ndarray,
     tie: str,
 ) -> Candidate | None:
-    """Alg. 4 at one start (see the module docstring); None if no PS host works."""
+    """Alg. 4 at one start (see the module docstring); None if no PS host works.
+    ``order`` and ``fill`` are the start's greedy fill of the N workers (it fits)."""
     sums, least = grid.window(shape.length)
     w, z = js.worker_demand[shape.m], js.ps_demand[shape.p]
     zeta = sums[start] @ z
     res = least[start]
     n_total = shape.n
     base = np.zeros(len(order), dtype=np.int64)
-    left = n_total
-    for k in order:
-        if left <= 0:
-            break
-        take = min(int(cap[k]), left)
-        base[k] = take
-        left -= take
-    if left > 0:
-        return None
+    base[order] = fill
     base_cost = float((base * omega).sum())
     best: Candidate | None = None
     best_key: Key | None = None
@@ -202,7 +196,9 @@ def _ps_dist_exact(
 def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
     """The cheapest schedule of the job (None if nothing fits)."""
     best: Candidate | None = None
-    pending: list[tuple[float, int, int, Shape, np.ndarray, np.ndarray, np.ndarray]] = []
+    pending: list[
+        tuple[float, int, int, Shape, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    ] = []
     # Shapes of one worker type and length differ only in N: rank the servers once.
     ranked: dict[tuple[int, int], _Ranked] = {}
     for shape in js.shapes:
@@ -243,17 +239,18 @@ def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
                     start,
                     shape,
                     order[start],
+                    fill[start],
                     omega[start],
                     cap[start],
                 )
             )
     pending.sort(key=lambda c: (c[0], c[1]))
-    for bound, completion, start, shape, order, omega, cap in pending:
+    for bound, completion, start, shape, order, fill, omega, cap in pending:
         if best is not None and (
             bound > best.cost or (tie == "spec" and bound == best.cost and completion > best.key[1])
         ):
             break
-        cand = _ps_dist_exact(grid, js, shape, start, order, omega, cap, tie)
+        cand = _ps_dist_exact(grid, js, shape, start, order, fill, omega, cap, tie)
         if cand is not None and (best is None or cand.key < best.key):
             best = cand
     return best

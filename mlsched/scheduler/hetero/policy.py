@@ -186,9 +186,10 @@ class HeteroPolicy(Policy):
         if self.compact_offsets:
             offset = max(slot, self._last_end)
         weight = 0.0
+        by_id = {b.job.job_id: b for b in batch}
         for s in chosen:
             job, _ = self._pending.pop(s.job_id)
-            js = next(b for b in batch if b.job.job_id == s.job_id)
+            js = by_id[s.job_id]
             shape = s.candidate.shape
             placement = Placement.of(
                 s.candidate.workers,

@@ -77,6 +77,9 @@ def test_logs_print_the_task_log_and_offsets_advance(
 ) -> None:
     ctl = cluster.ctl
     wait_for(lambda: ctl.job("short").state == "done", 90, "job short to finish", every=0.3)
+    # The job is done once its last step is measured; its process may still be writing its
+    # last lines and exiting, and only the agent's next heartbeat says it has ended.
+    wait_for(lambda: cluster.fetch("short").ended, 30, "short's task to be reported ended")
     first = cluster.fetch("short", max_bytes=100)
     task = first.task_id
     assert task == "short.g1.r0" and first.agent_id == "agent0" and list(first.task_ids) == [task]

@@ -6,6 +6,7 @@ order follows from attained service in GPU-slots, worked out by hand in each tes
 
 from __future__ import annotations
 
+import pytest
 from strategies import RecordingExecutor
 
 from mlsched.controller.engine import Engine, RunResult
@@ -19,6 +20,7 @@ from mlsched.core import (
     RejectKind,
     ResourceVector,
     Server,
+    SyncMode,
 )
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
@@ -185,3 +187,29 @@ def test_a_newcomer_placed_first_does_not_displace_running_jobs() -> None:
     assert running(alloc, 3) == {"a", "b", "c"}
     assert alloc[3]["a"] == alloc[2]["a"] and alloc[3]["b"] == alloc[2]["b"]
     assert result.records["a"].restarts == result.records["b"].restarts == 0
+
+
+def test_ps_rule_needed_gives_the_fewest_pss_and_a_bad_rule_is_refused() -> None:
+    """``ps_rule`` as FIFO's: ``needed`` runs a PS job with ``ps_needed(W)`` PSs (the drawn
+    count is at least that, and above it for some jobs); an unknown rule names the option."""
+    jobs = [
+        JobSpec(
+            f"p{i}",
+            arch=Arch.PS,
+            sync=SyncMode.SYNC,
+            chunks=8,
+            worker=ResourceVector({"gpu": 1, "cpu": 1}),
+            ps=ResourceVector({"cpu": 1}),
+        )
+        for i in range(20)
+    ]
+    needed, drawn = create("tiresias", ps_rule="needed"), create("tiresias")
+    for job in jobs:
+        w, p = needed.counts(job)  # type: ignore[attr-defined]
+        assert p == job.ps_needed(w)
+    assert any(
+        drawn.counts(j)[1] > needed.counts(j)[1]  # type: ignore[attr-defined]
+        for j in jobs
+    )
+    with pytest.raises(ValueError, match="ps_rule"):
+        create("tiresias", ps_rule="most")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
+from mlsched.core.device_types import TypeCatalogue
 from mlsched.core.reports import Heartbeat, TaskReport, Telemetry
 from mlsched.core.resources import ResourceVector
 
@@ -163,9 +164,12 @@ class AgentRegistry:
             changed, self._changed = self._changed, False
             return changed
 
-    def cluster(self, topology: Topology | None = None) -> Cluster | None:
-        """The live agents as a cluster (None when there are none)."""
+    def cluster(
+        self, topology: Topology | None = None, types: TypeCatalogue | None = None
+    ) -> Cluster | None:
+        """The live agents as a cluster with the controller's topology and type catalogue
+        (None when there are none)."""
         servers = [a.server() for a in self.alive()]
         if not servers:
             return None
-        return Cluster(tuple(servers), topology or Topology())
+        return Cluster(tuple(servers), topology or Topology(), types or TypeCatalogue())

@@ -22,6 +22,7 @@ from mlsched.core.errors import SpecError
 # them: building the parser (mlsched --help, mlsched status --help) needs none of them.
 if TYPE_CHECKING:
     from mlsched.core.cluster import Topology
+    from mlsched.core.device_types import TypeCatalogue
     from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 __all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
@@ -105,6 +106,14 @@ def add_cluster_parsers(sub: Any) -> None:
         metavar="FILE",
         help="YAML/JSON link speeds the runtime model plans with: intra_server_gbps, "
         "rack_core_gbps, rack_uplink_gbps {rack: Gbit/s} (default: 100, 400, none)",
+    )
+    p.add_argument(
+        "--types",
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON catalogue of worker and PS types: workers {name: {gpu_model, "
+        "gpu, cpu, ...}}, ps {name: {cpu, ...}} (agents declare their GPU model with "
+        "--gpu-type; default: none)",
     )
     _auth_args(p, server=True)
 
@@ -243,6 +252,7 @@ def _controller(args: argparse.Namespace) -> int:
         seed=args.seed,
         metrics_listen=args.metrics_listen,
         topology=_topology(args.topology),
+        types=_types(args.types),
     )
     ctl = Controller(cfg).start()
     print(f"mlsched controller listening on {ctl.address}", flush=True)
@@ -271,6 +281,24 @@ def _topology(path: str | None) -> Topology | None:
         raise SpecError("topology", path, f"a readable YAML/JSON file ({err})") from None
     try:
         return Topology.from_dict(raw)
+    except SpecError as err:
+        raise err.at(path) from None
+
+
+def _types(path: str | None) -> TypeCatalogue | None:
+    """The ``--types`` file as a catalogue (an error names the file and field)."""
+    if path is None:
+        return None
+    import yaml
+
+    from mlsched.core.device_types import TypeCatalogue
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise SpecError("types", path, f"a readable YAML/JSON file ({err})") from None
+    try:
+        return TypeCatalogue.from_dict(raw)
     except SpecError as err:
         raise err.at(path) from None
 

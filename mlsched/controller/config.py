@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlsched.core.cluster import Topology
+from mlsched.core.device_types import TypeCatalogue
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import check_listen
 
@@ -35,6 +36,7 @@ class ControllerConfig:
     max_failures: int = 3
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (None: off)
     topology: Topology | None = None  # link speeds between racks (None: Topology's defaults)
+    types: TypeCatalogue | None = None  # worker and PS types (None: none declared)
 
     def validate(self) -> None:
         if not self.slot_seconds > 0:

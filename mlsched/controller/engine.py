@@ -75,9 +75,16 @@ class Engine:
         user: UserModel = valuation_user,
         stall_slots: int = 200,
         reject_on_policy_error: bool = False,
+        check_types: bool = True,
     ) -> None:
         if slot_seconds <= 0:
             raise SpecError("slot_seconds", slot_seconds, "a number > 0")
+        # A simulated cluster is fixed: a type it cannot host is an error in its
+        # description. A live one grows as agents join (the controller warns instead).
+        if check_types:
+            problems = cluster.types.problems(cluster)
+            if problems:
+                raise problems[0]
         self.cluster = cluster
         self.policy = policy
         self.executor = executor
@@ -360,6 +367,11 @@ class Engine:
             n += 1
             record = JobRecord(job)
             self.records[job.job_id] = record
+            problem = self.cluster.types.job_problem(job)
+            if problem is not None:  # a type the cluster's catalogue does not have
+                record.state, record.reject_kind = JobState.REJECTED, RejectKind.INFEASIBLE
+                record.reason = shorten(f"not a type of this cluster: {problem}", 300)
+                continue
             public = job.public()
             try:
                 adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())

@@ -245,7 +245,7 @@ class Controller:
             self._lost(agent_id)
         if not self.agents.take_changed():
             return
-        cluster = self.agents.cluster(self.cfg.topology)
+        cluster = self.agents.cluster(self.cfg.topology, self.cfg.types)
         alive = len(self.agents.alive())
         # At a restart, the first plan waits for the agents that ran tasks to come back (or
         # be declared lost), so that their processes are adopted rather than moved.
@@ -255,9 +255,12 @@ class Controller:
             self.agents.mark_changed()
             return
         self.executor.set_cluster(cluster)
+        for problem in cluster.types.problems(cluster):
+            # Agents may still be joining: a type no agent hosts yet is not offered.
+            log.warning("[controller] type catalogue: %s", problem)
         policy = create(self.cfg.policy, **self.cfg.policy_options)
         if self.engine is None:
-            runtime = RuntimeEstimator(cluster)
+            runtime = RuntimeEstimator(cluster, dict(policy.runtime_families) or None)
             self.engine = Engine(
                 cluster,
                 policy,
@@ -267,6 +270,7 @@ class Controller:
                 seed=self.cfg.seed,
                 stall_slots=10**9,
                 reject_on_policy_error=True,
+                check_types=False,
             )
             if self.metrics is not None:
                 self.engine.observe = self.metrics.observe_decision

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mlsched.core.device_types import TypeCatalogue
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import (
     check_keys,
@@ -163,6 +164,8 @@ class Cluster:
 
     servers: tuple[Server, ...]
     topology: Topology = field(default_factory=Topology)
+    #: Worker and PS types (empty: none declared; jobs' typed bundles run on any server).
+    types: TypeCatalogue = field(default_factory=TypeCatalogue)
 
     def __post_init__(self) -> None:
         servers = tuple(self.servers)
@@ -253,10 +256,11 @@ class Cluster:
     # Loading --------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: Any) -> Cluster:
-        """Load ``{topology: {...}, servers: [...]}``; an entry with ``count: n`` expands
-        into n servers named ``<name>-0 .. <name>-(n-1)``."""
+        """Load ``{topology: {...}, servers: [...], types: {...}}``; an entry with
+        ``count: n`` expands into n servers named ``<name>-0 .. <name>-(n-1)``; ``types`` is
+        the catalogue of worker and PS types (:mod:`mlsched.core.device_types`)."""
         data = req_mapping(raw, "cluster")
-        check_keys(data, ("servers", "topology"), "")
+        check_keys(data, ("servers", "topology", "types"), "")
         raw_servers = data.get("servers")
         if not isinstance(raw_servers, Sequence) or isinstance(raw_servers, (str, bytes)):
             raise SpecError("servers", raw_servers, "a list of servers")
@@ -272,7 +276,10 @@ class Cluster:
                 servers.extend(
                     Server.from_dict(entry_map, fname, name=f"{base}-{j}") for j in range(count)
                 )
-        return cls(tuple(servers), Topology.from_dict(data.get("topology")))
+        types = (
+            TypeCatalogue() if data.get("types") is None else TypeCatalogue.from_dict(data["types"])
+        )
+        return cls(tuple(servers), Topology.from_dict(data.get("topology")), types)
 
     def to_dict(self) -> dict[str, Any]:
         """The form :meth:`from_dict` reads; a run of equal servers named ``<name>-0``,
@@ -291,7 +298,10 @@ class Cluster:
             entries.append({"name": name, **d})
             base, _, index = name.rpartition("-")
             run_base, run_rest, run_len = (base, d, 1) if base and index == "0" else ("", None, 0)
-        return {"topology": self.topology.to_dict(), "servers": entries}
+        out: dict[str, Any] = {"topology": self.topology.to_dict(), "servers": entries}
+        if self.types:
+            out["types"] = self.types.to_dict()
+        return out
 
     def scaled(self, factor: float) -> Cluster:
         """The same cluster with every capacity multiplied by ``factor`` (for sweeps)."""
@@ -301,4 +311,5 @@ class Cluster:
                 for s in self.servers
             ),
             self.topology,
+            self.types,
         )

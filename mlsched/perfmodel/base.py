@@ -128,6 +128,13 @@ class RuntimeModel(ABC):
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         """Work units one iteration completes (job-wide)."""
 
+    @property
+    def model_version(self) -> int | None:
+        """A number that changes whenever any prediction may have changed; None when the
+        model cannot tell (then no caller may keep its predictions from one call to the
+        next)."""
+        return None
+
     def throughput(self, job: JobSpec, placement: Placement) -> float:
         """Work units per second under ``placement`` (0 for an empty placement)."""
         if placement.is_empty:

@@ -146,6 +146,11 @@ class RuntimeEstimator(RuntimeModel):
         self._last: dict[str, tuple[Placement, _Entry]] = {}  # each job's latest entry
         # Per key: sum of wire * moved, sum of wire^2, count, over the window's samples.
         self._byte_sums: dict[ProfileKey, list[float]] = {}
+        self._model_version = 0  # bumped with every parameter change of any key
+
+    @property
+    def model_version(self) -> int:
+        return self._model_version
 
     def set_cluster(self, cluster: Cluster) -> None:
         """Continue on another cluster (testbed agents joined or left): fitted parameters
@@ -153,6 +158,7 @@ class RuntimeEstimator(RuntimeModel):
         self.cluster = cluster
         self._rows.clear()
         self._last.clear()
+        self._model_version += 1
 
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
@@ -362,6 +368,7 @@ class RuntimeEstimator(RuntimeModel):
             state.exact = result.ok and result.rmse <= 1e-9
             if old is None or not np.array_equal(old.params, result.params):
                 state.version += 1
+                self._model_version += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "[perfmodel] refit %s: %s pinned=%s rmse=%.3g bytes measured/model=%s",

@@ -45,6 +45,9 @@ class Policy(ABC):
     #: Whether admitted jobs wait for the policy's next batch round before they may run
     #: (the heterogeneous scheduler), rather than running from their admission on.
     batch_rounds: ClassVar[bool] = False
+    #: Runtime model family per job kind the policy's model assumes (the testbed's
+    #: controller builds its runtime model with them; empty: the defaults per kind).
+    runtime_families: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def supports(cls, job: JobSpec) -> bool:

@@ -4,7 +4,8 @@ Continuous LAS as spec 003 §5 "Baselines" defines it, rather than Tiresias' dis
 2D-LAS queues. Every job is admitted unless its fixed counts can never fit the empty
 cluster (rejected as infeasible). Its counts are fixed at arrival with
 :func:`~mlsched.scheduler.baselines.common.fixed_counts` (the user's request, else drawn
-like FIFO's; all-reduce jobs have no PS).
+like FIFO's, PSs drawn or, with ``ps_rule="needed"``, the fewest the workers' bandwidth
+needs; all-reduce jobs have no PS).
 
 Each slot, from an empty cluster:
 
@@ -44,7 +45,7 @@ import numpy as np
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
 from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
@@ -118,13 +119,18 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         "Tiresias-style continuous LAS: least attained GPU service first, fixed counts, preemptive"
     )
 
-    def __init__(self, *, max_workers: int = 30, max_ps: int = 30, **options: Any) -> None:
+    def __init__(
+        self, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn", **options: Any
+    ) -> None:
         super().__init__(**options)
         for name, value in (("max_workers", max_workers), ("max_ps", max_ps)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+        if ps_rule not in PS_RULES:
+            raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
         self.max_workers = max_workers
         self.max_ps = max_ps
+        self.ps_rule = ps_rule
         self._last: dict[str, Placement] = {}  # each job's latest placement
         self._running: set[str] = set()  # the jobs allocated in the previous slot
         self._gpus: dict[str, float] = {}  # GPUs per worker, 1 for GPU-less workers
@@ -139,7 +145,9 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
     def counts(self, job: JobSpec) -> tuple[int, int]:
         """The fixed (workers, PSs) this policy runs ``job`` with."""
         seed = self.context.seed if self.context else 0
-        return fixed_counts(job, seed, max_workers=self.max_workers, max_ps=self.max_ps)
+        return fixed_counts(
+            job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
+        )
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         f = self._bind(view.cluster)

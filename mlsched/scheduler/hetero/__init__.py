@@ -2,12 +2,13 @@
 and the cost-minimisation subroutines for PS and ring-all-reduce jobs on worker and PS types.
 
 Modules: :mod:`~.catalogue` (worker and PS types, which servers host them), :mod:`~.grid`
-(capacity and prices of one A_maxweight call), :mod:`~.shapes` (a job's candidate
+(capacity and prices of one A_maxweight call), :mod:`~.batch` (one round's jobs and grid), :mod:`~.shapes` (a job's candidate
 shapes and durations), :mod:`~.mincost` (the per-job cost minimisation), :mod:`~.maxweight`
 (A_maxweight and A_dual), :mod:`~.greedy_rtl` (Jain et al.'s greedy, the baseline of
 A_maxweight) and :mod:`~.policy` (A_online, registered as ``hetero``).
 """
 
+from mlsched.scheduler.hetero.batch import RoundInputs, round_inputs
 from mlsched.scheduler.hetero.catalogue import (
     DEFAULT_CATALOGUE,
     PsType,
@@ -29,6 +30,7 @@ __all__ = [
     "HeteroPolicy",
     "JobShapes",
     "PsType",
+    "RoundInputs",
     "RoundRecord",
     "Scheduled",
     "Shape",
@@ -39,6 +41,7 @@ __all__ = [
     "maxweight",
     "mincost",
     "price_base",
+    "round_inputs",
     "scheduled_weight",
     "theory_alpha",
 ]

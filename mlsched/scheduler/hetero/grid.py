@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["Grid", "price_base"]
+__all__ = ["EPS", "Grid", "fit_count", "price_base"]
 
 EPS = 1e-9
 
@@ -23,6 +23,16 @@ EPS = 1e-9
 def price_base(horizon: int, servers: int, resources: int, f: float) -> float:
     """lambda = 2 T H R F + 1 ((11), [AMB-3]: T is the system horizon)."""
     return 2.0 * horizon * servers * resources * f + 1.0
+
+
+def fit_count(room: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """How many tasks of ``demand`` fit ``room`` (..., resources); a huge count when the
+    demand is empty."""
+    need = demand > EPS
+    if not need.any():
+        return np.full(room.shape[:-1], 1 << 30, dtype=np.int64)
+    ratio = room[..., need] / demand[need]
+    return np.floor(np.clip(ratio.min(axis=-1), 0.0, None) + EPS).astype(np.int64)
 
 
 class Grid:

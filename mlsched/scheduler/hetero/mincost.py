@@ -8,9 +8,10 @@ job at the grid's current prices, over every shape and start slot.
   the servers cheapest over the window. For a ring this is exact and vectorised over the
   starts. For PS jobs all PSs go on one host n (§3.7, [AMB-6]) next to g of the workers,
   the largest g whose PSs cover the remote workers' bandwidth (g <= N - 1,
-  s = max(1, ceil((N - g) b / B)), [AMB-5]); the greedy fill without the PS is a lower bound
-  of that cost, so candidates are evaluated best-first by it and the search stops once the
-  bound exceeds the best found (exact, and it skips most of the Python loop).
+  s = max(1, ceil((N - g) b / B)), [AMB-5]); the greedy fill without the PS plus the
+  cheapest PS host's price for the fewest PSs is a lower bound of that cost, so candidates
+  are evaluated best-first by it and the search stops once the bound exceeds the best found
+  (exact, and it skips most of the Python loop).
 
 Candidates compare by :func:`key`: ``(cost, completion, resource-slots, case, ...)`` by
 default ([AMB-9]), or the paper's first-found rule (``(cost, case, enumeration order)``).
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlsched.scheduler.hetero.grid import EPS, Grid
+from mlsched.scheduler.hetero.grid import EPS, Grid, fit_count
 from mlsched.scheduler.hetero.shapes import JobShapes, Shape
 
 __all__ = ["TIE_BREAKS", "Candidate", "mincost"]
@@ -61,15 +62,6 @@ def key(tie: str, cost: float, shape: Shape, start: int, slots: float, server: i
     return (cost, float(start + shape.length), slots, case, *order)
 
 
-def _cap(least: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """How many tasks of ``demand`` fit the residual ``least`` (..., resources)."""
-    need = demand > EPS
-    if not need.any():
-        return np.full(least.shape[:-1], 1 << 30, dtype=np.int64)
-    ratio = least[..., need] / demand[need]
-    return np.floor(np.clip(ratio.min(axis=-1), 0.0, None) + EPS).astype(np.int64)
-
-
 def mincost_central(grid: Grid, js: JobShapes, shape: Shape, tie: str) -> Candidate | None:
     sums, least = grid.window(shape.length)
     uses_ps = shape.case.startswith("ps")
@@ -105,7 +97,7 @@ def _ranked(grid: Grid, js: JobShapes, m: int, length: int) -> _Ranked:
     sums, least = grid.window(length)
     w = js.worker_demand[m]
     omega = sums @ w
-    cap = np.where(js.eligible[m], _cap(least, w), 0)
+    cap = np.where(js.eligible[m], fit_count(least, w), 0)
     priced = np.where(cap > 0, omega, np.inf)
     order = np.argsort(priced, axis=1, kind="stable")
     cap_sorted = np.take_along_axis(cap, order, axis=1)
@@ -151,7 +143,7 @@ def _ps_dist_exact(
     best_key: Key | None = None
     s0 = js.ps_needed(n_total, n_total, shape.p, shape.m)
     # Hosts holding none of the greedy's workers: the fill stays, g = 0.
-    spare = _cap(res, z)
+    spare = fit_count(res, z)
     outside = js.ps_hosts & (base == 0) & (spare >= s0)
     if outside.any():
         extra = np.where(outside, zeta * s0, np.inf)
@@ -165,8 +157,8 @@ def _ps_dist_exact(
         n = int(host)
         yk = int(base[n])
         gs = np.arange(min(yk, n_total - 1) + 1)
-        needs = np.array([js.ps_needed(n_total - int(g), n_total, shape.p, shape.m) for g in gs])
-        feasible = np.flatnonzero(_cap(res[n] - gs[:, None] * w, z) >= needs)
+        needs = js.ps_needed_many(n_total - gs, n_total, shape.p, shape.m)
+        feasible = np.flatnonzero(fit_count(res[n] - gs[:, None] * w, z) >= needs)
         if not len(feasible):
             continue
         chosen = int(feasible[-1])  # the largest feasible g wins, as in the paper
@@ -201,11 +193,14 @@ def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
     ] = []
     # Shapes of one worker type and length differ only in N: rank the servers once.
     ranked: dict[tuple[int, int], _Ranked] = {}
+    ps_floor: dict[tuple[int, int], np.ndarray] = {}
     for shape in js.shapes:
         if shape.case.endswith("central"):
             cand = mincost_central(grid, js, shape, tie)
             if cand is not None and (best is None or cand.key < best.key):
                 best = cand
+            continue
+        if shape.case == "ps_dist" and not js.ps_dist_possible(grid.capacity, shape):
             continue
         at_length = ranked.get((shape.m, shape.length))
         if at_length is None:
@@ -230,11 +225,20 @@ def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
             if best is None or cand.key < best.key:
                 best = cand
             continue
-        for at in np.flatnonzero(np.isfinite(cost)):
+        # A lower bound of Alg. 4's cost: the fill without the PS, plus the cheapest PS
+        # host's price for the fewest PSs any g needs (at least one remote worker).
+        zmin = ps_floor.get((shape.p, shape.length))
+        if zmin is None:
+            sums, _ = grid.window(shape.length)
+            zeta = sums @ js.ps_demand[shape.p]
+            zmin = ps_floor[shape.p, shape.length] = np.where(js.ps_hosts, zeta, np.inf).min(axis=1)
+        s_min = js.ps_needed(1, shape.n, shape.p, shape.m)
+        floor = cost + zmin * s_min
+        for at in np.flatnonzero(np.isfinite(floor)):
             start = int(at)
             pending.append(
                 (
-                    float(cost[start]),
+                    float(floor[start]),
                     start + shape.length,
                     start,
                     shape,

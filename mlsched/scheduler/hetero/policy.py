@@ -28,17 +28,15 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
-
-import numpy as np
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, TypeCatalogue, worker_servers
-from mlsched.scheduler.hetero.grid import Grid, price_base
+from mlsched.scheduler.hetero.batch import round_inputs
+from mlsched.scheduler.hetero.catalogue import worker_servers
 from mlsched.scheduler.hetero.maxweight import ORDERS, dual
 from mlsched.scheduler.hetero.mincost import TIE_BREAKS
-from mlsched.scheduler.hetero.shapes import JobShapes
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
@@ -85,6 +83,8 @@ class HeteroPolicy(Policy):
 
     name = "hetero"
     batch_rounds = True
+    # Spec 002's M1/M2 (:mod:`mlsched.perfmodel.hetero`), refined by measurements.
+    runtime_families = MappingProxyType({"ps_sync": "hetero", "allreduce": "hetero"})
     description = (
         "A_online/A_maxweight: doubling-interval batches, price-based primal-dual greedy over "
         "worker and PS types, minimising weighted completion time (spec 002)"
@@ -122,18 +122,21 @@ class HeteroPolicy(Policy):
         self.order = order
         self.f = float(f)
         self.price_horizon = horizon
-        self.catalogue: TypeCatalogue = DEFAULT_CATALOGUE
         #: Every round, in order.
         self.decisions: list[RoundRecord] = []
         self._pending: dict[str, tuple[JobSpec, float]] = {}
         self._committed: dict[str, _Committed] = {}
         self._last_end = 0
+        # Waiting jobs' rates per shape from earlier rounds, under one model version.
+        self._rates: dict[str, dict[tuple[str, int, int, int], float]] = {}
+        self._rates_version: int | None = None
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
         self._pending.clear()
         self._committed.clear()
         self._last_end = 0
+        self._rates.clear()
 
     # Arrivals ---------------------------------------------------------------------------
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
@@ -158,30 +161,24 @@ class HeteroPolicy(Policy):
         return ps_ok and any(
             ledger.max_count(s, cluster.demand_array(job.worker_demand(m))) >= 1
             for m in _names(job.worker_types)
-            for s in worker_servers(job, m, cluster, self.catalogue)
+            for s in worker_servers(job, m, cluster, cluster.types)
         )
 
     # Rounds -----------------------------------------------------------------------------
     def _round(self, slot: int, tau: int, view: ClusterView) -> None:
         start = time.perf_counter()
-        cluster = view.cluster
-        capacity = np.asarray(cluster.capacity, dtype=float)
-        top = capacity.max(axis=0)
-        scale = np.where(top > 0, top, 1.0)
-        usable = tau - 1
-        batch = [
-            JobShapes.of(job, view, self.catalogue, scale, job.total_work - done, usable)
-            for job, done in self._pending.values()
-        ]
-        batch = [js for js in batch if js.shapes]
         horizon = view.horizon or self.price_horizon
-        lam = price_base(horizon, len(cluster), capacity.shape[1], self.f)
-        norm = capacity / scale
-
-        def grid() -> Grid:
-            return Grid(norm, usable, lam)
-
-        chosen = dual(batch, grid, tau, self.alpha, self.tie_break, self.order) if batch else []
+        version = view.runtime.model_version
+        if version is None or version != self._rates_version:
+            self._rates.clear()  # the model changed (or cannot tell): rates found anew
+        self._rates_version = version
+        inputs = round_inputs(
+            self._pending.values(), view, view.cluster.types, tau, horizon, self.f, self._rates
+        )
+        batch = inputs.batch
+        chosen = (
+            dual(batch, inputs.grid, tau, self.alpha, self.tie_break, self.order) if batch else []
+        )
         offset = self.alpha * tau - 1
         if self.compact_offsets:
             offset = max(slot, self._last_end)
@@ -189,6 +186,7 @@ class HeteroPolicy(Policy):
         by_id = {b.job.job_id: b for b in batch}
         for s in chosen:
             job, _ = self._pending.pop(s.job_id)
+            self._rates.pop(s.job_id, None)
             js = by_id[s.job_id]
             shape = s.candidate.shape
             placement = Placement.of(
@@ -238,6 +236,7 @@ class HeteroPolicy(Policy):
     def release(self, job_id: str) -> None:
         self._pending.pop(job_id, None)
         self._committed.pop(job_id, None)
+        self._rates.pop(job_id, None)
 
     def committed(self) -> dict[str, tuple[int, int, Placement]]:
         """Job id -> (first slot, end slot exclusive, placement) of the committed jobs."""

@@ -11,13 +11,14 @@ kept, since a larger one uses more of the same window.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mlsched.core.allocation import Placement
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.hetero.catalogue import TypeCatalogue, worker_servers
+from mlsched.scheduler.hetero.grid import fit_count
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["CASES", "JobShapes", "Shape"]
@@ -50,6 +51,9 @@ class JobShapes:
     eligible: np.ndarray  # (types, servers) bool: may host workers of the type
     ps_hosts: np.ndarray  # (servers,) bool
     shapes: list[Shape]
+    #: (m, p, N) -> whether some PS host could take the PSs beside g of N workers on the
+    #: empty cluster (a necessary condition for any start; filled by :meth:`ps_dist_possible`).
+    _dist_possible: dict[tuple[int, int, int], bool] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -60,7 +64,10 @@ class JobShapes:
         scale: np.ndarray,
         work: float,
         usable: int,
+        rates: dict[tuple[str, int, int, int], float] | None = None,
     ) -> JobShapes:
+        """``rates``: the job's rates per (case, m, p, N) known from an earlier round under
+        the same runtime model version, filled with those found now."""
         cluster = view.cluster
         wt: list[str | None] = list(job.worker_types) or [None]
         pt: list[str | None] = (list(job.ps_types) or [None]) if job.uses_ps else [None]
@@ -85,7 +92,7 @@ class JobShapes:
             ps_hosts,
             [],
         )
-        out.shapes = _enumerate(job, view, wt, pt, work, usable)
+        out.shapes = _enumerate(job, view, wt, pt, work, usable, {} if rates is None else rates)
         return out
 
     def ps_needed(self, remote: int, total: int, p: int, m: int) -> int:
@@ -102,6 +109,38 @@ class JobShapes:
             need = max(need, math.ceil(total / ratio - 1e-9))
         return need
 
+    def ps_dist_possible(self, capacity: np.ndarray, shape: Shape) -> bool:
+        """False when no PS host, even empty, can hold the PSs that g of the N workers
+        beside them leave needed, for any g <= N - 1 (Alg. 4 then finds nothing at any
+        start: residual capacity is at most ``capacity``, the normalised servers)."""
+        k = (shape.m, shape.p, shape.n)
+        hit = self._dist_possible.get(k)
+        if hit is None:
+            hosts = capacity[self.ps_hosts]
+            w, z = self.worker_demand[shape.m], self.ps_demand[shape.p]
+            g = np.arange(shape.n)
+            room = np.where(self.eligible[shape.m][self.ps_hosts], fit_count(hosts, w), 0)
+            left = hosts[:, None, :] - g[None, :, None] * w
+            needs = self.ps_needed_many(shape.n - g, shape.n, shape.p, shape.m)
+            ok = (g[None, :] <= room[:, None]) & (fit_count(left, z) >= needs[None, :])
+            hit = self._dist_possible[k] = bool(ok.any())
+        return hit
+
+    def ps_needed_many(self, remote: np.ndarray, total: int, p: int, m: int) -> np.ndarray:
+        """:meth:`ps_needed` for an array of remote-worker counts at once."""
+        need = np.ones(remote.shape, dtype=np.int64)
+        b, big_b = float(self.worker_bw[m]), float(self.ps_bw[p])
+        if b > 0:
+            if big_b <= 0:
+                need = np.where(remote > 0, 1 << 30, need)
+            else:
+                cover = np.ceil(remote * b / big_b - 1e-9).astype(np.int64)
+                need = np.where(remote > 0, np.maximum(need, cover), need)
+        ratio = self.job.ps_ratio
+        if ratio is not None:
+            need = np.maximum(need, math.ceil(total / ratio - 1e-9))
+        return need
+
 
 def _enumerate(
     job: JobSpec,
@@ -110,6 +149,7 @@ def _enumerate(
     pt: list[str | None],
     work: float,
     usable: int,
+    rates: dict[tuple[str, int, int, int], float],
 ) -> list[Shape]:
     if work <= 0 or usable < 1:
         return []
@@ -128,17 +168,11 @@ def _enumerate(
                 for n in counts:
                     if case == "ra_dist" and n == 1:
                         continue  # one worker is co-located: the central case
-                    # One placement made per (case, types, count): this loop is most of a
-                    # round's time.
-                    workers: tuple[tuple[int, int], ...]
-                    ps: tuple[tuple[int, int], ...]
-                    if central:
-                        workers, ps = ((a, n),), ((a, 1),) if job.uses_ps else ()
-                    else:
-                        ps = ((b, 1),) if job.uses_ps else ()
-                        workers = ((a, n),) if job.uses_ps else ((a, n - 1), (b, 1))
-                    placement = Placement(workers, ps, worker_type=m, ps_type=p)
-                    rate = view.rate_per_slot(job, placement)
+                    # One placement made per (case, types, count), once per model
+                    # version: this loop is most of a round's time.
+                    rate = rates.get((case, mi, pi, n))
+                    if rate is None:
+                        rate = rates[case, mi, pi, n] = _rate(job, view, case, m, p, n, a, b)
                     if not rate > 0 or not math.isfinite(rate):
                         continue
                     length = max(1, math.ceil(work / rate - 1e-9))
@@ -152,3 +186,17 @@ def _enumerate(
                 for rank, (length, n) in enumerate(items):
                     shapes.append(Shape(case, mi, pi, n, length, rank))
     return shapes
+
+
+def _rate(
+    job: JobSpec, view: ClusterView, case: str, m: str | None, p: str | None, n: int, a: int, b: int
+) -> float:
+    """Work per slot of ``n`` workers in ``case`` on representative servers ``a`` and ``b``."""
+    workers: tuple[tuple[int, int], ...]
+    ps: tuple[tuple[int, int], ...]
+    if case.endswith("central"):
+        workers, ps = ((a, n),), ((a, 1),) if job.uses_ps else ()
+    else:
+        ps = ((b, 1),) if job.uses_ps else ()
+        workers = ((a, n),) if job.uses_ps else ((a, n - 1), (b, 1))
+    return view.rate_per_slot(job, Placement(workers, ps, worker_type=m, ps_type=p))

@@ -1,7 +1,8 @@
 """The heterogeneous batch-scheduling setting (spec 002 §5) with the spec's resolutions.
 
-Servers after the AWS P3 (V100), P2 (K80) and G3 (M60) families, cycled; every job offers
-the 8 worker types and 10 PS types of :data:`~mlsched.scheduler.hetero.DEFAULT_CATALOGUE`.
+Servers after the AWS P3 (V100), P2 (K80) and G3 (M60) families, cycled; the cluster
+declares the 8 worker types and 10 PS types of
+:data:`~mlsched.scheduler.hetero.DEFAULT_CATALOGUE` and every job offers all of them.
 Job parameters are drawn uniformly from the paper's ranges: weight [200, 5000], epochs
 E [50, 100], chunks D [5, 50] (also the worker cap), mini-batches per chunk K [10, 50],
 update time U [10, 100] ms, gradient pi [30, 575] MB, and a per-job base compute time
@@ -27,7 +28,7 @@ import numpy as np
 from mlsched.core.cluster import Cluster, Server, Topology
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
-from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, GPU_SPEED
+from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, GPU_SPEED, speed
 from mlsched.testbed.workloads.base import Workload, register_workload
 from mlsched.testbed.workloads.oasis import _check, _is_count, _is_number
 
@@ -51,7 +52,7 @@ def _cluster(servers: int) -> Cluster:
         name, model, gpus, cpus, bw = INSTANCES[h % len(INSTANCES)]
         capacity = ResourceVector({"gpu": gpus, "cpu": cpus, "bw_gbps": bw})
         out.append(Server(f"{name}-{h:03d}", capacity, gpu_type=model, uplink_gbps=bw))
-    return Cluster(tuple(out), Topology())
+    return Cluster(tuple(out), Topology(), DEFAULT_CATALOGUE)
 
 
 @register_workload(
@@ -106,7 +107,7 @@ def hetero_paper(
     for i, arrival in enumerate(slots):
         ring = bool(rng.random() < ra_share)
         base = float(rng.uniform(0.001, 0.05)) * slot_seconds  # seconds on one V100
-        by_type = {n: base / t.speed for n, t in DEFAULT_CATALOGUE.workers.items()}
+        by_type = {n: base / speed(t) for n, t in DEFAULT_CATALOGUE.workers.items()}
         gpus = ideal.demand["gpu"]
         by_type.update({m: base / (gpus * s) for m, s in GPU_SPEED.items()})
         chunks = int(rng.integers(5, 51))
@@ -125,7 +126,7 @@ def hetero_paper(
                 ps=DEFAULT_CATALOGUE.ps["ps10"].demand,
                 worker_types=worker_types,
                 ps_types={} if ring else ps_types,
-                compute_s=base / ideal.speed,
+                compute_s=base / speed(ideal),
                 compute_s_by_type=by_type,
                 update_s=round(float(rng.uniform(0.01, 0.1)), 4),
                 gradient_mb=round(float(rng.uniform(30.0, 575.0)), 3),

@@ -47,3 +47,21 @@ def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
 def test_demo_rejects_an_unknown_policy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--policy", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_hetero_trains_the_mix_with_its_testbed_settings(tmp_path: Path) -> None:
+    """``demo --policy hetero``: the controller gives the policy its testbed settings
+    (compacted offsets, alpha 2) and plans with spec 002's runtime model; every job it
+    admits trains to its end, each within a window it was committed to."""
+    jobs = copy.deepcopy(demo_jobs())
+    for job in jobs:
+        job["batches_per_chunk"] = 12
+    out = io.StringIO()
+    statuses = run_cluster_demo(
+        policy="hetero", slots=24, slot_seconds=3.0, workdir=tmp_path, jobs=jobs, out=out
+    )
+    admitted = {j: s for j, s in statuses.items() if s.admitted}
+    assert admitted, out.getvalue()
+    for job_id, s in admitted.items():
+        assert s.state == "done", (job_id, s.state, s.reason, out.getvalue())
+        assert s.progress == s.total_work

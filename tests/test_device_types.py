@@ -3,6 +3,8 @@ cluster cannot honour, what a job gets wrong, and the engine's use of both."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -138,3 +140,22 @@ def test_a_cluster_without_types_lets_typed_jobs_run_anywhere() -> None:
     assert worker_servers(job, "v100x1", plain, plain.types) == [0, 1]
     # The shipped table restricts the type to its model's servers (none here).
     assert worker_servers(job, "v100x1", plain, DEFAULT_CATALOGUE) == []
+
+
+def test_the_controller_gives_a_policy_its_testbed_settings_unless_set(tmp_path: Path) -> None:
+    """hetero's testbed settings (spec 002 §7) apply on the controller; an operator's
+    --policy-option wins; a policy without any keeps exactly what it was given."""
+    from mlsched.controller.config import ControllerConfig
+    from mlsched.controller.server import Controller
+
+    def options(policy: str, given: dict[str, object], name: str) -> dict[str, object]:
+        cfg = ControllerConfig(policy=policy, policy_options=given, db=str(tmp_path / name))
+        ctl = Controller(cfg)
+        try:
+            return ctl.policy_options
+        finally:
+            ctl.stop()
+
+    assert options("hetero", {}, "a.db") == {"compact_offsets": True, "alpha": 2}
+    assert options("hetero", {"alpha": 1}, "b.db") == {"compact_offsets": True, "alpha": 1}
+    assert options("fifo", {"ps_rule": "needed"}, "c.db") == {"ps_rule": "needed"}

@@ -59,7 +59,10 @@ log = logging.getLogger(__name__)
 class Controller:
     def __init__(self, cfg: ControllerConfig) -> None:
         cfg.validate()
-        create(cfg.policy, **cfg.policy_options)  # fail now on an unknown policy or option
+        probe = create(cfg.policy, **cfg.policy_options)  # fail now on an unknown policy
+        # The policy's testbed settings, unless the operator set them (--policy-option).
+        self.policy_options = {**type(probe).testbed_defaults, **cfg.policy_options}
+        create(cfg.policy, **self.policy_options)  # ... or option
         self.cfg = cfg
         self.store = Store(cfg.db)
         self.agents = AgentRegistry(timeout_s=cfg.agent_timeout_s)
@@ -258,7 +261,7 @@ class Controller:
         for problem in cluster.types.problems(cluster):
             # Agents may still be joining: a type no agent hosts yet is not offered.
             log.warning("[controller] type catalogue: %s", problem)
-        policy = create(self.cfg.policy, **self.cfg.policy_options)
+        policy = create(self.cfg.policy, **self.policy_options)
         if self.engine is None:
             runtime = RuntimeEstimator(cluster, dict(policy.runtime_families) or None)
             self.engine = Engine(

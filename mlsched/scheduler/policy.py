@@ -48,6 +48,9 @@ class Policy(ABC):
     #: Runtime model family per job kind the policy's model assumes (the testbed's
     #: controller builds its runtime model with them; empty: the defaults per kind).
     runtime_families: ClassVar[Mapping[str, str]] = {}
+    #: Options the testbed's controller gives the policy unless told otherwise (a setting
+    #: the policy's spec recommends for real clusters rather than for its simulations).
+    testbed_defaults: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def supports(cls, job: JobSpec) -> bool:

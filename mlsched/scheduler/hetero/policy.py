@@ -85,6 +85,9 @@ class HeteroPolicy(Policy):
     batch_rounds = True
     # Spec 002's M1/M2 (:mod:`mlsched.perfmodel.hetero`), refined by measurements.
     runtime_families = MappingProxyType({"ps_sync": "hetero", "allreduce": "hetero"})
+    # Spec 002 §7: on a testbed, windows right after the committed jobs and few rounds
+    # (faithful offsets leave a short-slot cluster idle for most of a run).
+    testbed_defaults = MappingProxyType({"compact_offsets": True, "alpha": 2})
     description = (
         "A_online/A_maxweight: doubling-interval batches, price-based primal-dual greedy over "
         "worker and PS types, minimising weighted completion time (spec 002)"

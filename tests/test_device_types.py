@@ -159,3 +159,17 @@ def test_the_controller_gives_a_policy_its_testbed_settings_unless_set(tmp_path:
     assert options("hetero", {}, "a.db") == {"compact_offsets": True, "alpha": 2}
     assert options("hetero", {"alpha": 1}, "b.db") == {"compact_offsets": True, "alpha": 1}
     assert options("fifo", {"ps_rule": "needed"}, "c.db") == {"ps_rule": "needed"}
+
+
+def test_the_controller_refuses_a_bad_types_file_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlsched.cli import main
+
+    bad = tmp_path / "types.yaml"
+    bad.write_text("workers: {v100x1: {gpu_model: V100, gpu: -2}}\n", encoding="utf-8")
+    assert main(["controller", "--types", str(bad), "--db", str(tmp_path / "db")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "types.workers.v100x1" in err
+    assert main(["controller", "--types", str(tmp_path / "none.yaml")]) == 2
+    assert "types" in capsys.readouterr().err

@@ -11,12 +11,15 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlsched.cli_parser import key_values
 from mlsched.core.errors import SpecError
+
+T = TypeVar("T")
 
 # gRPC, the generated stubs, YAML and the auth module are imported by the functions that use
 # them: building the parser (mlsched --help, mlsched status --help) needs none of them.
@@ -269,36 +272,28 @@ def _controller(args: argparse.Namespace) -> int:
 
 def _topology(path: str | None) -> Topology | None:
     """The ``--topology`` file as a :class:`Topology` (an error names the file and field)."""
-    if path is None:
-        return None
-    import yaml
-
     from mlsched.core.cluster import Topology
 
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpecError("topology", path, f"a readable YAML/JSON file ({err})") from None
-    try:
-        return Topology.from_dict(raw)
-    except SpecError as err:
-        raise err.at(path) from None
+    return None if path is None else _read_file(path, "topology", Topology.from_dict)
 
 
 def _types(path: str | None) -> TypeCatalogue | None:
     """The ``--types`` file as a catalogue (an error names the file and field)."""
-    if path is None:
-        return None
-    import yaml
-
     from mlsched.core.device_types import TypeCatalogue
+
+    return None if path is None else _read_file(path, "types", TypeCatalogue.from_dict)
+
+
+def _read_file(path: str, option: str, parse: Callable[[Any], T]) -> T:
+    """A YAML/JSON file given to ``--<option>``, parsed; errors name the file (and field)."""
+    import yaml
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpecError("types", path, f"a readable YAML/JSON file ({err})") from None
+        raise SpecError(option, path, f"a readable YAML/JSON file ({err})") from None
     try:
-        return TypeCatalogue.from_dict(raw)
+        return parse(raw)
     except SpecError as err:
         raise err.at(path) from None
 

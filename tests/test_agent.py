@@ -33,8 +33,7 @@ from mlsched.agent.discovery import gpu_type_of
 from mlsched.agent.task import task_plan
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import ClientAuth, TokenInterceptor
-from mlsched.net.ports import free_port_range
-from mlsched.trainers.launch import free_port
+from mlsched.net.ports import free_port_range, listen_port
 from mlsched.trainers.telemetry import gpu_inventory
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, train_pb2
 
@@ -189,7 +188,7 @@ def task_spec(root: Path, task_id: str, stop_step: int = 30, **overrides: Any) -
         "rank": 0,
         "num_workers": 1,
         "num_ps": 0,
-        "rendezvous": f"127.0.0.1:{free_port()}",
+        "rendezvous": f"127.0.0.1:{listen_port()}",
         "stop_step": stop_step,
         "checkpoint_dir": str(root / "ckpt" / task_id),
         "model": "mlp",
@@ -335,7 +334,7 @@ def test_registers_then_heartbeats_at_the_controllers_interval(tmp_path: Path) -
 
 
 def test_registration_is_retried_until_the_controller_is_up(tmp_path: Path) -> None:
-    port = free_port()
+    port = listen_port()
     ctl = FakeController()
     agent = make_agent(f"127.0.0.1:{port}", tmp_path)
     with agent_running(agent, ctl):
@@ -398,7 +397,7 @@ def test_a_task_runs_to_completion_and_is_never_relaunched(tmp_path: Path) -> No
 def test_outage_reregistration_stop_lease_expiry_and_shutdown(tmp_path: Path) -> None:
     ctl = FakeController()
     specs = [task_spec(tmp_path, name, stop_step=LONG) for name in ("undesired", "lease", "last")]
-    port = free_port()
+    port = listen_port()
     agent = make_agent(f"127.0.0.1:{port}", tmp_path / "work")
     with agent_running(agent, ctl) as thread:
         with controller_server(ctl, port=port):

@@ -273,9 +273,9 @@ def test_edge_values_that_intake_accepts_also_train(
     (task,) = tasks.values()
     task = replace(task, config=replace(task.config, stop_step=3))
     cfg = task_plan(task_to_proto(task), metrics=str(tmp_path / "m.jsonl"), real_gpus=False).config
-    from mlsched.trainers.launch import free_port
+    from mlsched.net.ports import listen_port
 
-    cfg_args = replace(cfg, rendezvous=f"127.0.0.1:{free_port()}").to_args()
+    cfg_args = replace(cfg, rendezvous=f"127.0.0.1:{listen_port()}").to_args()
     done = subprocess.run(
         [sys.executable, "-m", "mlsched.trainers", *cfg_args],
         capture_output=True,

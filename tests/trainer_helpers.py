@@ -24,9 +24,10 @@ import psutil
 import torch
 
 from mlsched.core.train_config import TrainConfig
+from mlsched.net.ports import listen_port
 from mlsched.trainers.checkpoint import TrainState, load_latest
 from mlsched.trainers.common import build_trainee, restore
-from mlsched.trainers.launch import commands, free_port
+from mlsched.trainers.launch import commands
 from mlsched.trainers.models import build_model
 from mlsched.trainers.ps.protocol import HEADER
 from mlsched.trainers.run import param_checksum
@@ -71,7 +72,7 @@ def make_config(root: Path, name: str, **overrides: Any) -> TrainConfig:
 def with_port(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` with a concrete free loopback port (for processes started without launch)."""
     if cfg.rendezvous.endswith(":0"):
-        return replace(cfg, rendezvous=f"127.0.0.1:{free_port()}")
+        return replace(cfg, rendezvous=f"127.0.0.1:{listen_port()}")
     return cfg
 
 

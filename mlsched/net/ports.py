@@ -13,7 +13,7 @@ import random
 import socket
 import threading
 
-__all__ = ["DEFAULT_PORTS", "free_port", "free_port_range"]
+__all__ = ["DEFAULT_PORTS", "free_port", "free_port_range", "listen_port"]
 
 #: An agent's default ``--ports`` (here, not in the agent's discovery module, so that the
 #: command line can state it without importing what discovery needs).
@@ -30,6 +30,13 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def listen_port(host: str = "127.0.0.1") -> int:
+    """A port for a server started later (a rendezvous store, a restarted server): free
+    now, below the ephemeral range so that no outgoing connection takes it meanwhile (an
+    OS-picked :func:`free_port` can be), and never handed out twice in this process."""
+    return int(free_port_range(1, host).split("-")[0])
 
 
 def _binds(host: str, port: int) -> bool:

@@ -52,7 +52,7 @@ def test_demo_rejects_an_unknown_policy(capsys: pytest.CaptureFixture[str]) -> N
 def test_hetero_trains_the_mix_with_its_testbed_settings(tmp_path: Path) -> None:
     """``demo --policy hetero``: the controller gives the policy its testbed settings
     (compacted offsets, alpha 2) and plans with spec 002's runtime model; every job it
-    admits trains to its end. The mix's ring and two synchronous PS jobs (arriving over
+    admits trains to its end. The mix's ring, synchronous PS and asynchronous PS jobs (over
     slots 0-2, so more than one round decides), shortened."""
     keep = ("resnet20-sync", "vgg11n-ring", "vgg11n-ps")
     jobs = [copy.deepcopy(j) for j in DEMO_JOBS if j["job_id"] in keep]

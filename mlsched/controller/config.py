@@ -38,6 +38,17 @@ class ControllerConfig:
     topology: Topology | None = None  # link speeds between racks (None: Topology's defaults)
     types: TypeCatalogue | None = None  # worker and PS types (None: none declared)
 
+    def policy_settings(self) -> dict[str, Any]:
+        """The options the controller runs its policy with: the policy's testbed settings
+        (``Policy.testbed_defaults``) under the operator's ``policy_options``. ValueError
+        for an unknown policy or a bad option."""
+        from mlsched.scheduler.registry import create
+
+        given = create(self.policy, **self.policy_options)
+        settings = {**type(given).testbed_defaults, **self.policy_options}
+        create(self.policy, **settings)
+        return settings
+
     def validate(self) -> None:
         if not self.slot_seconds > 0:
             raise SpecError("slot_seconds", self.slot_seconds, "a number of seconds > 0")

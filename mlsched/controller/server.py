@@ -24,6 +24,7 @@ from typing import Any
 
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
+from mlsched.controller.cluster_report import cluster_status
 from mlsched.controller.config import ControllerConfig
 from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
@@ -33,13 +34,7 @@ from mlsched.controller.pricing import market, quote_fields
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
-from mlsched.controller.status import (
-    FINAL_STATES,
-    AgentStatus,
-    ClusterStatus,
-    JobStatus,
-    PlacementEntry,
-)
+from mlsched.controller.status import FINAL_STATES, ClusterStatus, JobStatus, PlacementEntry
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
 from mlsched.core.errors import SpecError, shorten
@@ -59,10 +54,7 @@ log = logging.getLogger(__name__)
 class Controller:
     def __init__(self, cfg: ControllerConfig) -> None:
         cfg.validate()
-        probe = create(cfg.policy, **cfg.policy_options)  # fail now on an unknown policy
-        # The policy's testbed settings, unless the operator set them (--policy-option).
-        self.policy_options = {**type(probe).testbed_defaults, **cfg.policy_options}
-        create(cfg.policy, **self.policy_options)  # ... or option
+        self.policy_options = cfg.policy_settings()  # fails now on a bad policy or option
         self.cfg = cfg
         self.store = Store(cfg.db)
         self.agents = AgentRegistry(timeout_s=cfg.agent_timeout_s)
@@ -564,36 +556,7 @@ class Controller:
         return [self.job(j) for j in ids]
 
     def cluster_status(self) -> ClusterStatus:
-        engine = self.engine
-        used: dict[str, dict[str, float]] = {}
-        if engine is not None:
-            names = engine.cluster.resource_names
-            for i, server in enumerate(engine.cluster.servers):
-                used[server.name] = {n: float(engine.used[i, r]) for r, n in enumerate(names)}
-        now = time.monotonic()
-        agents = tuple(
-            AgentStatus(
-                agent_id=a.agent_id,
-                host=a.host,
-                alive=a.alive,
-                last_heartbeat_age_s=now - a.last_seen,
-                tasks=len(a.tasks),
-                capacity=dict(a.capacity),
-                used=used.get(a.agent_id, {}),
-                gpu_type=a.gpu_type or "",
-            )
-            for a in self.agents.all()
-        )
-        errs = [abs(e.relative) for e in engine.model_errors] if engine is not None else []
-        return ClusterStatus(
-            slot=engine.slot if engine else 0,
-            slot_seconds=self.cfg.slot_seconds,
-            policy=self.cfg.policy,
-            agents=agents,
-            model_error_mean_abs=sum(errs) / len(errs) if errs else 0.0,
-            model_error_samples=len(errs),
-            **(market(list(engine.records.values())) if engine is not None else {}),
-        )
+        return cluster_status(self.engine, self.agents, self.cfg)
 
 
 # Engine states the executor's live view may refine (final states are the engine's alone).

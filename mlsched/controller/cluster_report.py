@@ -1,0 +1,49 @@
+"""The cluster as the controller reports it to clients (``mlsched status``): each agent's
+liveness, capacity and use, the slot, the policy, the runtime model's error and the market."""
+
+from __future__ import annotations
+
+import time
+
+from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.config import ControllerConfig
+from mlsched.controller.engine import Engine
+from mlsched.controller.pricing import market
+from mlsched.controller.status import AgentStatus, ClusterStatus
+
+__all__ = ["cluster_status"]
+
+
+def cluster_status(
+    engine: Engine | None, agents: AgentRegistry, cfg: ControllerConfig
+) -> ClusterStatus:
+    """Now's picture; before the first plan (no engine) the agents alone."""
+    used: dict[str, dict[str, float]] = {}
+    if engine is not None:
+        names = engine.cluster.resource_names
+        for i, server in enumerate(engine.cluster.servers):
+            used[server.name] = {n: float(engine.used[i, r]) for r, n in enumerate(names)}
+    now = time.monotonic()
+    statuses = tuple(
+        AgentStatus(
+            agent_id=a.agent_id,
+            host=a.host,
+            alive=a.alive,
+            last_heartbeat_age_s=now - a.last_seen,
+            tasks=len(a.tasks),
+            capacity=dict(a.capacity),
+            used=used.get(a.agent_id, {}),
+            gpu_type=a.gpu_type or "",
+        )
+        for a in agents.all()
+    )
+    errs = [abs(e.relative) for e in engine.model_errors] if engine is not None else []
+    return ClusterStatus(
+        slot=engine.slot if engine else 0,
+        slot_seconds=cfg.slot_seconds,
+        policy=cfg.policy,
+        agents=statuses,
+        model_error_mean_abs=sum(errs) / len(errs) if errs else 0.0,
+        model_error_samples=len(errs),
+        **(market(list(engine.records.values())) if engine is not None else {}),
+    )

@@ -1,11 +1,12 @@
 """Zhou et al.'s heterogeneous batch scheduler (spec 002): A_online, A_dual, A_maxweight
 and the cost-minimisation subroutines for PS and ring-all-reduce jobs on worker and PS types.
 
-Modules: :mod:`~.catalogue` (worker and PS types, which servers host them), :mod:`~.grid`
-(capacity and prices of one A_maxweight call), :mod:`~.batch` (one round's jobs and grid), :mod:`~.shapes` (a job's candidate
-shapes and durations), :mod:`~.mincost` (the per-job cost minimisation), :mod:`~.maxweight`
-(A_maxweight and A_dual), :mod:`~.greedy_rtl` (Jain et al.'s greedy, the baseline of
-A_maxweight) and :mod:`~.policy` (A_online, registered as ``hetero``).
+Modules: :mod:`~.catalogue` (the shipped type table, which servers may host a job's
+workers), :mod:`~.grid` (capacity and prices of one A_maxweight call), :mod:`~.batch` (one
+round's jobs and grid), :mod:`~.shapes` (a job's candidate shapes and durations),
+:mod:`~.mincost` (the per-job cost minimisation), :mod:`~.maxweight` (A_maxweight and
+A_dual), :mod:`~.greedy_rtl` (Jain et al.'s greedy, the baseline of A_maxweight) and
+:mod:`~.policy` (A_online, registered as ``hetero``).
 """
 
 from mlsched.scheduler.hetero.batch import RoundInputs, round_inputs

@@ -39,6 +39,7 @@ FIELDS = [
     "max_workers", "min_workers", "requested_workers", "requested_ps", "ps_ratio",
     "compute_s", "gradient_mb", "weight", "valuation", "worker", "ps", "utility", "training",
     "gpu_type", "arrival_slot", "global_batch", "internal_gbps",
+    "hop_gbps",
 ]  # fmt: skip
 TRAINING = [
     "lr", "momentum", "weight_decay", "dataset", "num_samples", "num_classes", "image_size",

@@ -81,9 +81,13 @@ class _LiveAgents:
 
 
 def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
-    """A placement by server index as (agent id, workers, PSs) in server order."""
+    """A placement by server index as (agent id, workers, PSs): in the placement's ring
+    order when it has one (ranks follow the layout, so a ring's neighbours are its ranks'
+    neighbours, spec 003 3.4.4), else in server order."""
     w, k = dict(p.workers), dict(p.ps)
-    return tuple((name_of(s), w.get(s, 0), k.get(s, 0)) for s in sorted(set(w) | set(k)))
+    order = list(p.ring) if p.ring else []
+    order += sorted((set(w) | set(k)) - set(order))
+    return tuple((name_of(s), w.get(s, 0), k.get(s, 0)) for s in order)
 
 
 class ClusterExecutor(Executor):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.controller.executor import Executor, SlotReport
+from mlsched.controller.link_ledger import LinkLedger, ring_problem
 from mlsched.controller.results import JobRecord, ModelError, RunResult
 from mlsched.core.allocation import (
     Admission,
@@ -104,6 +105,7 @@ class Engine:
         self._arrivals: deque[JobSpec] = deque()
         self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
         self._used = np.zeros_like(cluster.capacity)
+        self._links = LinkLedger(cluster)
         self._prev: dict[str, Placement] = {}
         self._was_running: list[str] | None = None
         self._util_rows: list[np.ndarray] = []
@@ -193,6 +195,7 @@ class Engine:
         self.runtime.set_cluster(cluster)
         self.policy = policy
         self._used = np.zeros_like(cluster.capacity)
+        self._links = LinkLedger(cluster)
         self._total = np.where(cluster.total > 0, cluster.total, 1.0)
         self._prev.clear()
         self._was_running = None
@@ -250,6 +253,11 @@ class Engine:
     def used(self) -> np.ndarray:
         """Resources in use per server (servers x resources), as allocated this slot."""
         return self._used.copy()
+
+    @property
+    def link_used(self) -> np.ndarray:
+        """Gbit/s reserved per link (``cluster.links`` order), as allocated this slot."""
+        return self._links.used.copy()
 
     @property
     def waiting(self) -> tuple[str, ...]:
@@ -471,6 +479,10 @@ class Engine:
                         name,
                         f"slot {t}: job {job_id!r} has PSs on server {s}, which does not host PSs",
                     )
+            why = ring_problem(job, p)
+            if why:
+                raise PolicyError(name, f"slot {t}: job {job_id!r}: {why}")
+            self._links.change(job, prev, p)
             if prev is not None:
                 for s, u in self._rows(job, prev):
                     self._used[s] -= u
@@ -480,7 +492,9 @@ class Engine:
                 touched.add(s)
         for job_id in [j for j in self._prev if j not in allocation]:
             record = self.records[job_id]
-            for s, u in self._rows(record.spec, self._prev.pop(job_id)):
+            prev = self._prev.pop(job_id)
+            self._links.change(record.spec, prev, None)
+            for s, u in self._rows(record.spec, prev):
                 self._used[s] -= u
                 touched.add(s)
         for job_id, p in allocation.items():
@@ -498,6 +512,9 @@ class Engine:
                     f"{resource}: uses {self._used[idx[i], r]:g} of "
                     f"{self.cluster.capacity[idx[i], r]:g}",
                 )
+        over_link = self._links.overload()
+        if over_link:
+            raise PolicyError(name, f"slot {t}: {over_link}")
         self._util_rows.append(self._used.sum(axis=0) / self._total)
 
     # Accounting -------------------------------------------------------------------------

@@ -300,9 +300,9 @@ def render_tasks(
 ) -> tuple[dict[str, TaskPlan], dict[str, str], int, int]:
     """The tasks of one generation: (task id -> plan, task id -> agent id, stop step, ups).
 
-    PS jobs: PS ``k`` and worker ``w`` are numbered over the layout in server order (PS 0,
+    PS jobs: PS ``k`` and worker ``w`` are numbered over the layout in its order (PS 0,
     which hosts the rendezvous store, on the first agent with a PS). All-reduce jobs: ranks
-    in server order, rank 0 hosting the store (``launcher: direct``: one task per rank), or
+    in layout order (the ring's, when the placement has one), rank 0 hosting the store (``launcher: direct``: one task per rank), or
     one task per agent (node) for torchrun and Horovod, node 0 hosting the rendezvous.
     """
     n_workers = sum(w for _, w, _ in layout)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from mlsched.core.fields import (
     req_str,
 )
 from mlsched.core.resources import ResourceVector
+
+if TYPE_CHECKING:
+    from mlsched.core.links import Links
 
 __all__ = ["Cluster", "Pool", "Server", "Topology"]
 
@@ -241,6 +244,13 @@ class Cluster:
         """False when the demand needs GPUs and no server has any."""
         return demand["gpu"] <= 0 or "gpu" in self.resource_names
 
+    @cached_property
+    def links(self) -> Links:
+        """The directed links of the two-tier tree and ring-hop routes over them."""
+        from mlsched.core.links import Links
+
+        return Links(self)
+
     def path_gbps(self, a: int, b: int) -> float:
         """Bottleneck bandwidth of the path between servers a and b (intra, rack or core)."""
         if a == b:
@@ -303,13 +313,27 @@ class Cluster:
             out["types"] = self.types.to_dict()
         return out
 
-    def scaled(self, factor: float) -> Cluster:
-        """The same cluster with every capacity multiplied by ``factor`` (for sweeps)."""
+    def scaled(self, factor: float = 1.0, *, links: float = 1.0) -> Cluster:
+        """The same cluster with every server capacity multiplied by ``factor`` and every
+        link (server uplinks, rack uplinks; not intra-server) by ``links`` (for sweeps such
+        as spec 003's node- and edge-capacity scales)."""
+        for name, value in (("factor", factor), ("links", links)):
+            if not value > 0:
+                raise SpecError(name, value, "a scale > 0")
+        topology = self.topology
+        if links != 1.0:
+            topology = Topology(
+                topology.intra_server_gbps,
+                topology.rack_core_gbps * links,
+                {rack: gbps * links for rack, gbps in topology.rack_uplink_gbps.items()},
+            )
         return Cluster(
             tuple(
-                Server(s.name, s.capacity * factor, s.pool, s.gpu_type, s.rack, s.uplink_gbps)
+                Server(
+                    s.name, s.capacity * factor, s.pool, s.gpu_type, s.rack, s.uplink_gbps * links
+                )
                 for s in self.servers
             ),
-            self.topology,
+            topology,
             self.types,
         )

@@ -78,6 +78,7 @@ _FIELDS = (
     "update_s",
     "gradient_mb",
     "internal_gbps",
+    "hop_gbps",
     "utility",
     "weight",
     "valuation",
@@ -101,7 +102,7 @@ _SYNC_MODES = tuple(m.value for m in SyncMode)
 # Numeric fields that may be null (None); the rest always hold a number.
 _OPTIONAL = frozenset(
     {"global_batch", "max_workers", "requested_workers", "requested_ps", "ps_ratio"}
-    | {"valuation", "budget_worker_slots", "internal_gbps"}
+    | {"valuation", "budget_worker_slots", "internal_gbps", "hop_gbps"}
 )
 
 
@@ -117,7 +118,9 @@ class JobSpec:
     for a job without one, of the GPU type of the servers its workers run on (the slowest
     of them). ``internal_gbps`` is the rate of one worker-PS link when all of a synchronous
     PS job's workers and PSs share a server (spec 000's b(i); default the topology's
-    ``intra_server_gbps``).
+    ``intra_server_gbps``). ``hop_gbps`` is what a ring-all-reduce job reserves on every
+    link of every inter-server hop of its ring (spec 003's b_i; unset: nothing reserved, its
+    links unchecked); hops inside a server are free.
 
     ``profile`` names whose measurements the runtime model pools: jobs of one profile (and
     kind, batch size and GPU type) share fitted parameters. Default: the model name; a
@@ -151,6 +154,7 @@ class JobSpec:
     update_s: float = 0.0
     gradient_mb: float = 10.0
     internal_gbps: float | None = None
+    hop_gbps: float | None = None
     weight: float = 1.0
     valuation: float | None = None
     budget_worker_slots: float | None = None
@@ -215,6 +219,10 @@ class JobSpec:
         }
         object.__setattr__(self, "compute_s_by_type", by_type)
         object.__setattr__(self, "training", check_training(self.training))
+        if self.hop_gbps is not None and self.arch is not Arch.ALLREDUCE:
+            raise bad(
+                "hop_gbps", "no value for a parameter-server job (ring hops are all-reduce's)"
+            )
         if self.arch is Arch.PS and self.worker_bw_gbps > 0 and self.ps_bw_gbps == 0:
             raise SpecError("ps.bw_gbps", 0, "a PS bandwidth > 0 when workers reserve bandwidth")
 

@@ -70,6 +70,7 @@ JOB_LIMITS: dict[str, Bound] = {
     "update_s": Bound(0.0, 86_400.0),
     "gradient_mb": Bound(0.0, 1_000_000.0),
     "internal_gbps": _positive(1_000_000.0),
+    "hop_gbps": _positive(1_000_000.0),
     "weight": Bound(0.0, 1e6),
     "valuation": _positive(1e12),
     "budget_worker_slots": _positive(1e12),

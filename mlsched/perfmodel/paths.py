@@ -31,12 +31,13 @@ def ring_order(placement: Placement) -> tuple[int, ...]:
 def ring_bottleneck_gbps(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
     """Slowest hop of the ring (spec 003 (E1)): intra-server hops (between workers that
     share a server) run at the intra-server rate; an inter-server hop at its path
-    bottleneck, capped by the job's reservation."""
+    bottleneck, capped by the job's reservation (``hop_gbps``, else its worker bundle's
+    ``bw_gbps``)."""
     intra = cluster.topology.intra_server_gbps
     order = ring_order(placement)
     if len(order) <= 1:
         return intra
-    reserved = job.worker_demand(placement.worker_type)["bw_gbps"]
+    reserved = job.hop_gbps or job.worker_demand(placement.worker_type)["bw_gbps"]
     # A server with several workers carries intra-server hops of the ring.
     slowest = intra if any(c > 1 for _, c in placement.workers) else float("inf")
     for i, a in enumerate(order):

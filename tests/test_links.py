@@ -99,6 +99,12 @@ def test_links_are_an_up_and_a_down_link_per_server_and_per_rack(cluster: Cluste
     assert names(cluster, (0, 1)) == ["a0->a/switch", "a/switch->a0"]
     assert names(cluster, (8, 9)) == ["a/switch->core", "core->a/switch"]
     assert list(links.capacity) == [10.0] * 8 + [4.0] * 4
+    # As a graph: servers 0-3, switches 4 (a) and 5 (b), the core 6.
+    assert links.node_count == 7
+    assert links.ends[:2] == ((0, 4), (4, 0)) and links.ends[10:] == ((5, 6), (6, 5))
+    # Every route is a path: each link's head is the next one's tail.
+    route = links.route(A1, B0)
+    assert [links.ends[i] for i in route] == [(1, 4), (4, 6), (6, 5), (5, 2)]
 
 
 def test_routes_follow_the_tree_one_way(cluster: Cluster) -> None:

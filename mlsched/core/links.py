@@ -54,7 +54,11 @@ def ring_hops(order: Sequence[int]) -> list[tuple[int, int]]:
 
 class Links:
     """The links of one cluster, indexed: server i's up link is ``2 i``, its down link
-    ``2 i + 1``; rack r's (``cluster.racks`` order) up link ``2 S + 2 r``, down ``2 S + 2 r + 1``."""
+    ``2 i + 1``; rack r's (``cluster.racks`` order) up link ``2 S + 2 r``, down ``2 S + 2 r + 1``.
+
+    As a graph (for flow formulations): nodes ``0 .. S-1`` are the servers, ``S + r`` rack
+    r's switch and ``S + R`` the core; ``ends[l]`` is link l's (tail, head).
+    """
 
     def __init__(self, cluster: Cluster) -> None:
         servers = cluster.servers
@@ -63,15 +67,25 @@ class Links:
         rack_index = {rack: i for i, rack in enumerate(cluster.racks)}
         self._rack_of = tuple(rack_index[s.rack] for s in servers)
         links: list[Link] = []
-        for s in servers:
+        ends: list[tuple[int, int]] = []
+        core = n + len(cluster.racks)
+        for i, s in enumerate(servers):
             switch = _switch(s.rack)
             links.append(Link(s.name, switch, s.uplink_gbps))
             links.append(Link(switch, s.name, s.uplink_gbps))
-        for rack in cluster.racks:
+            ends += [(i, n + self._rack_of[i]), (n + self._rack_of[i], i)]
+        for r, rack in enumerate(cluster.racks):
             gbps = cluster.topology.rack_uplink(rack)
             links.append(Link(_switch(rack), CORE, gbps))
             links.append(Link(CORE, _switch(rack), gbps))
+            ends += [(n + r, core), (core, n + r)]
         self.links: tuple[Link, ...] = tuple(links)
+        #: (tail, head) node of each link; nodes: servers, then rack switches, then the core.
+        self.ends: tuple[tuple[int, int], ...] = tuple(ends)
+        #: Servers + rack switches + the core.
+        self.node_count = core + 1
+        #: Rack index (``cluster.racks`` order) of each server.
+        self.rack_of = self._rack_of
         capacity = np.array([link.gbps for link in links], dtype=float)
         capacity.setflags(write=False)
         #: Capacity per link in Gbit/s, in link index order.

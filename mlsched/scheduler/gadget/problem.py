@@ -1,0 +1,116 @@
+"""One slot's G-VNE (spec 003 (12)-(19)): which ring of which size for which job, where.
+
+A :class:`SlotProblem` holds the active jobs' gains pi_{i,k} for ring sizes k = 1..q_i,
+their per-worker demands and hop reservations, and what the slot offers: free server
+capacity and free link capacity (GADGET replans every slot on the full cluster). A
+solution maps job ids to placements with a ring order; :meth:`SlotProblem.check` says
+whether one fits, :meth:`SlotProblem.value` what it is worth. LP-RS-MDE, the exact MILP and
+the tests share this one description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.links import Links
+from mlsched.perfmodel.paths import ring_order
+
+__all__ = ["RingJob", "SlotProblem"]
+
+_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class RingJob:
+    """One active job in one slot: ``gains[k - 1]`` is pi_{i,k}, what k workers this slot
+    add to its utility (non-decreasing in k; its length is q_i); ``demand`` one worker's
+    resources over the cluster's resource order; ``hosts`` the servers that may hold its
+    workers (pool, GPU type, and room for one worker)."""
+
+    job_id: str
+    gains: tuple[float, ...]
+    demand: np.ndarray
+    hop_gbps: float
+    hosts: tuple[int, ...]
+
+    @property
+    def max_ring(self) -> int:
+        return len(self.gains)
+
+    def gain(self, k: int) -> float:
+        return self.gains[k - 1] if 1 <= k <= len(self.gains) else 0.0
+
+
+@dataclass(frozen=True)
+class SlotProblem:
+    cluster: Cluster
+    jobs: tuple[RingJob, ...]
+    #: Free capacity (servers x resources) this slot.
+    capacity: np.ndarray
+    #: Free Gbit/s per link (``cluster.links`` order) this slot.
+    link_capacity: np.ndarray
+
+    @classmethod
+    def full(cls, cluster: Cluster, jobs: Sequence[RingJob]) -> SlotProblem:
+        """The problem on the whole, empty cluster."""
+        return cls(cluster, tuple(jobs), cluster.capacity, cluster.links.capacity)
+
+    @property
+    def links(self) -> Links:
+        return self.cluster.links
+
+    def value(self, placements: Mapping[str, Placement]) -> float:
+        """Sum of the gains of the ring sizes placed."""
+        by_id = {j.job_id: j for j in self.jobs}
+        return sum(by_id[j].gain(p.n_workers) for j, p in placements.items() if j in by_id)
+
+    def loads(self, placements: Mapping[str, Placement]) -> tuple[np.ndarray, np.ndarray]:
+        """(server x resource use, per-link Gbit/s) of ``placements``."""
+        by_id = {j.job_id: j for j in self.jobs}
+        used = np.zeros_like(self.capacity, dtype=float)
+        link_used = np.zeros(len(self.links))
+        for job_id, p in placements.items():
+            job = by_id[job_id]
+            for s, c in p.workers:
+                used[s] += c * job.demand
+            if job.hop_gbps > 0 and len(p.workers) > 1:
+                for link, gbps in self.links.ring_load(ring_order(p), job.hop_gbps).items():
+                    link_used[link] += gbps
+        return used, link_used
+
+    def check(self, placements: Mapping[str, Placement]) -> list[str]:
+        """What is wrong with ``placements`` (empty: it fits and every ring is valid)."""
+        by_id = {j.job_id: j for j in self.jobs}
+        problems: list[str] = []
+        for job_id, p in placements.items():
+            job = by_id.get(job_id)
+            if job is None:
+                problems.append(f"{job_id}: not an active job of this slot")
+                continue
+            if not 1 <= p.n_workers <= job.max_ring:
+                problems.append(f"{job_id}: {p.n_workers} workers, allowed 1..{job.max_ring}")
+            servers = [s for s, _ in p.workers]
+            if p.ring is not None and sorted(p.ring) != servers:
+                problems.append(f"{job_id}: ring {list(p.ring)} is not its servers {servers}")
+            if not set(servers) <= set(job.hosts):
+                problems.append(f"{job_id}: servers {servers} not all among its hosts")
+        if problems:
+            return problems
+        used, link_used = self.loads(placements)
+        for s, r in np.argwhere(used - self.capacity > _TOLERANCE):
+            name = self.cluster.resource_names[r]
+            problems.append(
+                f"server {self.cluster.servers[s].name} over on {name}: "
+                f"{used[s, r]:g} of {self.capacity[s, r]:g}"
+            )
+        for link in np.flatnonzero(link_used - self.link_capacity > _TOLERANCE):
+            problems.append(
+                f"link {self.links.links[link].name} over: "
+                f"{link_used[link]:g} of {self.link_capacity[link]:g} Gbit/s"
+            )
+        return problems

@@ -263,3 +263,18 @@ def test_ranks_follow_the_ring_order() -> None:
     assert [w for _, w, _ in layout] == [1, 2, 1]
     plain = _layout(Placement(((2, 1), (0, 2))), str)
     assert [agent for agent, _, _ in plain] == ["0", "2"]
+
+
+def test_a_finished_job_frees_its_links(cluster: Cluster) -> None:
+    """x finishes within slot 0 on a cross-rack ring; y, which needs the same rack uplink,
+    runs from slot 1. A ledger that kept a finished job's hops would refuse y."""
+    plan = {0: {"x": ring(A0, B0)}, 1: {"y": ring(A1, B1)}}
+    engine = engine_for(cluster, lambda t: plan.get(t, {}))
+    engine.submit(ring_job("x", chunks=1, max_workers=2, batches_per_chunk=1))
+    engine.submit(ring_job("y", arrival_slot=1))
+    engine.step()
+    assert engine.records["x"].state is JobState.DONE
+    assert not np.any(engine.link_used)
+    engine.step()
+    assert engine.records["y"].state is JobState.RUNNING
+    assert engine.link_used[8] == 3.0

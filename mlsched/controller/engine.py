@@ -177,6 +177,7 @@ class Engine:
         if self._active.pop(job_id, None) is not None:
             prev = self._prev.pop(job_id, None)
             if prev is not None:
+                self._links.change(record.spec, prev, None)
                 for s, u in self._rows(record.spec, prev):
                     self._used[s] -= u
             self.policy.release(job_id)
@@ -578,7 +579,9 @@ class Engine:
             del self._active[job_id]
             if job_id in self._prev:
                 record = self.records[job_id]
-                for s, u in self._rows(record.spec, self._prev.pop(job_id)):
+                prev = self._prev.pop(job_id)
+                self._links.change(record.spec, prev, None)  # its ring hops are free again
+                for s, u in self._rows(record.spec, prev):
                     self._used[s] -= u
         if finished:
             view = self.view()

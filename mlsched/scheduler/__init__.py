@@ -3,6 +3,7 @@
 from mlsched.scheduler import (
     baselines,  # noqa: F401  (registers the baselines)
     dps,  # noqa: F401  (registers DPS and its pricing baselines)
+    gadget,  # noqa: F401  (registers GADGET)
     hetero,  # noqa: F401  (registers the heterogeneous batch scheduler)
     oasis,  # noqa: F401  (registers OASiS)
     pdors,  # noqa: F401  (registers PD-ORS)

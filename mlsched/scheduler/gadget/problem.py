@@ -37,6 +37,8 @@ class RingJob:
     demand: np.ndarray
     hop_gbps: float
     hosts: tuple[int, ...]
+    #: Fewest workers it may run (its ``min_workers``); smaller rings gain nothing.
+    min_ring: int = 1
 
     @property
     def max_ring(self) -> int:
@@ -92,8 +94,10 @@ class SlotProblem:
             if job is None:
                 problems.append(f"{job_id}: not an active job of this slot")
                 continue
-            if not 1 <= p.n_workers <= job.max_ring:
-                problems.append(f"{job_id}: {p.n_workers} workers, allowed 1..{job.max_ring}")
+            if not job.min_ring <= p.n_workers <= job.max_ring:
+                problems.append(
+                    f"{job_id}: {p.n_workers} workers, allowed {job.min_ring}..{job.max_ring}"
+                )
             servers = [s for s, _ in p.workers]
             if p.ring is not None and sorted(p.ring) != servers:
                 problems.append(f"{job_id}: ring {list(p.ring)} is not its servers {servers}")

@@ -60,7 +60,9 @@ class SolveStatus(str, Enum):
 class SolveResult:
     """A solve's outcome. ``x`` and ``objective`` are set exactly when there is a feasible
     point; ``objective`` is in the caller's sense (maximised when ``maximize=True``).
-    ``dual_bound`` and ``mip_gap`` are HiGHS' MILP bound and relative gap, when known."""
+    ``dual_bound`` and ``mip_gap`` are HiGHS' MILP bound and relative gap, when known;
+    ``duals_ub`` an LP's dual values of its ``A_ub`` rows in the caller's sense (the
+    objective's rate of change per unit of each ``b_ub``: >= 0 when maximising)."""
 
     status: SolveStatus
     x: np.ndarray | None
@@ -68,6 +70,7 @@ class SolveResult:
     message: str
     dual_bound: float | None = None
     mip_gap: float | None = None
+    duals_ub: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +129,11 @@ def _result(res: Any, maximize: bool, what: str) -> SolveResult:
     if bound is not None and math.isfinite(bound) and maximize:
         bound = -float(bound)
     gap = getattr(res, "mip_gap", None) if mip else None
+    duals = None
+    ineq = None if mip or x is None else getattr(res, "ineqlin", None)
+    if ineq is not None and getattr(ineq, "marginals", None) is not None:
+        marginals = np.asarray(ineq.marginals, dtype=float)
+        duals = -marginals if maximize else marginals
     out = SolveResult(
         status,
         x,
@@ -133,6 +141,7 @@ def _result(res: Any, maximize: bool, what: str) -> SolveResult:
         str(res.message),
         dual_bound=None if bound is None else float(bound),
         mip_gap=None if gap is None else float(gap),
+        duals_ub=duals,
     )
     log.debug("[solvers] %s: %s objective=%s (%s)", what, status.value, objective, res.message)
     return out

@@ -1,0 +1,292 @@
+"""GADGET's Algorithm 1 (spec 003 §3.2): every slot, the temporally greedy choice.
+
+Each slot, for every active job i: its progress P_i (work units = worker-iterations, as the
+engine measures them), its rate R_i(k) per slot with k workers from the runtime model (the
+conservative zeta_i(k) of (E2): a ring split across two servers, hops at the job's
+reservation b_i), q_i = the fewest workers that finish its budget in this slot, capped by its
+``max_workers`` and by what the cluster holds, and the gains
+pi[i, k] = mu_i(min(P_i + R_i(k), F_i)) - mu_i(P_i) (utility clipped at the budget F_i, A7).
+LP-RS-MDE (:mod:`.lp_rs_mde`, strict mode: the engine refuses any over-allocation) embeds
+the rings on the whole cluster. A job given as many workers as last slot keeps last slot's
+servers when they still fit (no restart for nothing, A21); with ``idle_fill`` (default)
+jobs left out take what is left idle (a job whose sigmoid has saturated, worth nothing
+more to the objective, still finishes); the others pause. Nothing persists between slots: the
+next slot is planned anew from the measured progress ("measured" mode of §3.2).
+
+Jobs whose utility is over completion time (every other spec's) are valued by progress
+made: mu(x) = (the utility's largest value) * x / F, linear and so concave; a job whose
+utility is constant 0 is worth its work alone (mu(x) = x / F).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.job import Arch, JobSpec
+from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, embedding_of
+from mlsched.scheduler.gadget.lp_rs_mde import lp_rs_mde
+from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
+from mlsched.scheduler.gadget.rounding import Ledger
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import register
+from mlsched.scheduler.view import ClusterView, JobView, RunContext
+
+__all__ = ["GadgetPolicy", "SlotRecord"]
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    """One slot's decision: its size, what LP-RS-MDE found, and how long it took."""
+
+    slot: int
+    jobs: int
+    placed: int
+    value: float
+    lp_value: float
+    trials: int
+    columns: int
+    seconds: float
+
+
+def _count(value: Any, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+@register
+class GadgetPolicy(Policy):
+    name = "gadget"
+    description = (
+        "spec 003: GADGET, per-slot greedy ring embedding (LP ring-size selection, LP over "
+        "candidate rings, randomized rounding) of all-reduce jobs over racks and links"
+    )
+    archs = frozenset({Arch.ALLREDUCE})
+
+    def __init__(
+        self,
+        *,
+        trials: int = 50,
+        alpha_v: float = 1.0 / 3.0,
+        fill: bool = True,
+        idle_fill: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.trials = _count(trials, "trials")
+        if not (
+            isinstance(alpha_v, (int, float)) and not isinstance(alpha_v, bool) and 0 < alpha_v <= 1
+        ):
+            raise ValueError(f"alpha_v must be a number in (0, 1], got {alpha_v!r}")
+        for name, value in (("fill", fill), ("idle_fill", idle_fill)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be true or false, got {value!r}")
+        self.alpha_v = float(alpha_v)
+        self.fill = fill
+        self.idle_fill = idle_fill
+        #: Every slot with active jobs, in order.
+        self.decisions: list[SlotRecord] = []
+        self._rates: dict[tuple[str, int], float] = {}
+        self._rates_version: int | None = None
+        self._hosts: dict[str, tuple[int, ...]] = {}
+
+    def setup(self, context: RunContext) -> None:
+        super().setup(context)
+        self.decisions.clear()
+        self._rates.clear()
+        self._hosts.clear()
+
+    # Admission ------------------------------------------------------------------------
+    def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
+        if not self.supports(job):
+            return Admission.reject(
+                RejectKind.INFEASIBLE, "gadget schedules ring-all-reduce jobs only"
+            )
+        hosts = self._hosts_of(job, view)
+        room = sum(self._fit(job, view, s) for s in hosts)
+        if room < job.min_workers:
+            return Admission.reject(
+                RejectKind.INFEASIBLE,
+                f"the cluster holds {room} of its workers, it needs {job.min_workers}",
+            )
+        return Admission.admit()
+
+    def release(self, job_id: str) -> None:
+        self._hosts.pop(job_id, None)
+
+    def on_completion(self, job_id: str, view: ClusterView) -> None:
+        self.release(job_id)
+
+    # One slot ---------------------------------------------------------------------------
+    def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        started = time.perf_counter()
+        version = view.runtime.model_version
+        if version is None or version != self._rates_version:
+            self._rates.clear()
+            self._rates_version = version
+        ring_jobs = [r for r in (self._ring_job(j, view) for j in view.values()) if r]
+        if not ring_jobs:
+            return Allocation(slot, {})
+        problem = SlotProblem.full(view.cluster, ring_jobs)
+        seed = self.context.seed if self.context is not None else 0
+        rng = np.random.default_rng((seed, slot))
+        solution = lp_rs_mde(
+            problem, rng, trials=self.trials, strict=True, alpha_v=self.alpha_v, fill=self.fill
+        )
+        placements = keep_previous(problem, solution.placements, view)
+        if self.idle_fill:
+            placements = idle_fill(problem, placements)
+        self.decisions.append(
+            SlotRecord(
+                slot,
+                len(ring_jobs),
+                len(solution.placements),
+                solution.value,
+                solution.lp_value,
+                solution.trials,
+                solution.columns,
+                time.perf_counter() - started,
+            )
+        )
+        return Allocation(slot, placements)
+
+    def _ring_job(self, view_job: JobView, view: ClusterView) -> RingJob | None:
+        job = view_job.spec
+        left = view_job.remaining
+        if left <= 0 or not self.supports(job):
+            return None
+        hosts = self._hosts_of(job, view)
+        room = sum(self._fit(job, view, s) for s in hosts)
+        cap = min(job.worker_cap, room)
+        if cap < job.min_workers:
+            return None
+        done, total = view_job.progress, job.total_work
+        mu = _progress_utility(job)
+        base = mu(min(done, total))
+        gains: list[float] = []
+        for k in range(1, cap + 1):
+            rate = self._rate(job, k, hosts, view)
+            gain = mu(min(done + rate, total)) - base if k >= job.min_workers else 0.0
+            gains.append(max(gain, 0.0))
+            if done + rate >= total:  # k workers finish it: more add nothing (A7)
+                break
+        demand = view.cluster.demand_array(job.worker_demand(None))
+        return RingJob(
+            job.job_id, tuple(gains), demand, job.hop_gbps or 0.0, hosts, job.min_workers
+        )
+
+    def _rate(self, job: JobSpec, k: int, hosts: tuple[int, ...], view: ClusterView) -> float:
+        """Work units per slot with k workers: a ring split over two servers (across racks
+        when the job may span racks), so that its hops run at the reservation (E2)."""
+        key = (job.job_id, k)
+        rate = self._rates.get(key)
+        if rate is None:
+            placement = _representative(k, hosts, view)
+            rate = view.runtime.throughput(job, placement) * view.slot_seconds
+            self._rates[key] = rate
+        return rate
+
+    def _hosts_of(self, job: JobSpec, view: ClusterView) -> tuple[int, ...]:
+        hosts = self._hosts.get(job.job_id)
+        if hosts is None:
+            cluster = view.cluster
+            hosts = tuple(
+                s
+                for s in cluster.worker_servers
+                if (job.gpu_type is None or cluster.servers[s].gpu_type == job.gpu_type)
+                and self._fit(job, view, s) > 0
+            )
+            self._hosts[job.job_id] = hosts
+        return hosts
+
+    @staticmethod
+    def _fit(job: JobSpec, view: ClusterView, server: int) -> int:
+        demand = view.cluster.demand_array(job.worker_demand(None))
+        need = demand > 0
+        if not need.any():
+            return job.worker_cap
+        cap = view.cluster.capacity[server, need] / demand[need]
+        return min(job.worker_cap, math.floor(float(cap.min()) + 1e-9))
+
+
+def keep_previous(
+    problem: SlotProblem, placements: dict[str, Placement], view: ClusterView
+) -> dict[str, Placement]:
+    """Each job given as many workers as last slot goes back to last slot's servers when
+    they still fit beside the rest (A21: same gain, no restart), one job at a time."""
+    index = {j.job_id: i for i, j in enumerate(problem.jobs)}
+    ledger = Ledger(problem)
+    chosen: dict[str, Embedding] = {}
+    for job_id, p in placements.items():
+        e = embedding_of(problem, index[job_id], dict(p.workers))
+        chosen[job_id] = e
+        ledger.add(e)
+    for job_id, e in chosen.items():
+        last = view[job_id].last_placement
+        if last is None or last.n_workers != e.size or last.workers == e.workers:
+            continue
+        if not set(s for s, _ in last.workers) <= set(problem.jobs[index[job_id]].hosts):
+            continue
+        previous = embedding_of(problem, index[job_id], dict(last.workers))
+        ledger.remove(e)
+        if ledger.fits(previous):
+            ledger.add(previous)
+            chosen[job_id] = previous
+        else:
+            ledger.add(e)
+    return {job_id: e.placement() for job_id, e in chosen.items()}
+
+
+def idle_fill(problem: SlotProblem, placements: dict[str, Placement]) -> dict[str, Placement]:
+    """Jobs left out (their utility saturated, or outbid) take what the slot leaves idle,
+    in order, each the largest ring that fits: no placed job loses anything, and a job
+    whose utility is flat still finishes its work."""
+    used, link_used = problem.loads(placements)
+    residual = SlotProblem(
+        problem.cluster,
+        problem.jobs,
+        np.maximum(problem.capacity - used, 0.0),
+        np.maximum(problem.link_capacity - link_used, 0.0),
+    )
+    out = dict(placements)
+    cap = residual.capacity
+    spread = np.divide(1.0, cap, out=np.zeros_like(cap, dtype=float), where=cap > 0)
+    for i, job in enumerate(problem.jobs):
+        if job.job_id in out:
+            continue
+        links = np.zeros(len(problem.links))
+        sizes = cheapest(residual, i, spread, links, job.max_ring)
+        best = next((entry for entry in reversed(sizes) if entry is not None), None)
+        if best is None or best[1].size < job.min_ring:
+            continue
+        e = best[1]
+        out[job.job_id] = e.placement()
+        for s, count in e.workers:
+            residual.capacity[s] -= count * job.demand
+        for link in e.links:
+            residual.link_capacity[link] -= job.hop_gbps
+    return out
+
+
+def _representative(k: int, hosts: tuple[int, ...], view: ClusterView) -> Placement:
+    first = hosts[0]
+    if k == 1 or len(hosts) == 1:
+        return Placement(((first, k),))
+    racks = view.cluster.links.rack_of
+    other = next((s for s in hosts if racks[s] != racks[first]), hosts[1])
+    return Placement(((first, k - 1), (other, 1)), ring=(first, other))
+
+
+def _progress_utility(job: JobSpec) -> Any:
+    u = job.utility
+    if u.over_progress:
+        return u
+    total = job.total_work
+    scale = u.max_value if math.isfinite(u.max_value) and u.max_value > 0 else 1.0
+    return lambda x: scale * x / total

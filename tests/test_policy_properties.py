@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from strategies import RecordedRun, Scenario, run_recorded, scenarios
 
 from mlsched.controller.engine import Engine
-from mlsched.core import Cluster, JobSpec, JobState, Pool, ResourceVector, Server
+from mlsched.core import Arch, Cluster, JobSpec, JobState, Pool, ResourceVector, Server
 from mlsched.core.utility import Utility
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import Policy, available, create, registered
@@ -104,11 +104,15 @@ def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> 
     second, submitted then, must run in the next slot. A policy that kept the first job's
     reservations would hold the second back for the first's whole planned run; one that
     kept allocating it would be refused by the engine (it is not active); one that tripped
-    on the unknown id would raise."""
+    on the unknown id would raise. The jobs are of a kind the policy supports (PS jobs,
+    else ring-all-reduce jobs)."""
+    policy = create(name)
+    arch = Arch.PS if Arch.PS in policy.archs else Arch.ALLREDUCE
 
     def job(job_id: str) -> JobSpec:
         return JobSpec(
             job_id,
+            arch=arch,
             chunks=4,
             batches_per_chunk=1_500,  # ~60 slots on its one worker: still running at the cancel
             requested_workers=1,  # for the policies that fix the counts
@@ -120,7 +124,6 @@ def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> 
             utility=Utility.constant(10.0),
         )
 
-    policy = create(name)
     # A batch policy runs an admitted job from a later round (doubling rounds: far later).
     wait = 5_000 if policy.batch_rounds else 1
     engine = Engine(

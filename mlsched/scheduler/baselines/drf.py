@@ -28,6 +28,19 @@ step round-robin cannot place on an empty cluster is placed by
 :func:`~mlsched.scheduler.placement.pack` (what admission checked), so an admitted job
 always starts once it is first in line. Between events the allocation is returned
 unchanged.
+
+``placement="ring"`` is spec 003's DRF (§5 "Baselines"), for ring-all-reduce jobs only (a
+PS job is rejected as infeasible): progressive filling from zero as above, each step giving
+one more worker (the first step ``min_workers``) to the job with the smallest dominant share
+whose enlarged ring still places under P0 with its hop reservations
+(:mod:`mlsched.scheduler.ring_placement`); the job's whole ring is placed anew at each step,
+and a job whose next ring does not place keeps the last one and stops growing. The dominant
+share adds a bandwidth dimension: the Gbit/s its ring reserves, summed over links, over the
+links' total capacity. At the count it had before, a job gets its previous placement back
+when that still fits; previous placements are reserved until their job reaches that count
+(or stops growing), P0 looking outside them first, so a job whose count did not change is
+not restarted. Spec 003 re-plans every slot; the plan depends only on the active jobs, so
+re-planning at arrivals and completions gives the same allocations.
 """
 
 from __future__ import annotations
@@ -46,6 +59,12 @@ from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen,
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
 from mlsched.scheduler.placement import can_ever_run
 from mlsched.scheduler.registry import register
+from mlsched.scheduler.ring_placement import (
+    RingLedger,
+    check_placement,
+    ring_infeasible,
+    ring_link_load,
+)
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["DrfPolicy", "dominant_share_units"]
@@ -86,20 +105,31 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
         "completion, round-robin placement"
     )
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, placement: str = "default", **options: Any) -> None:
         super().__init__(**options)
+        self.placement = check_placement(placement)
         self._table: DemandTable | None = None
         self._units: tuple[bool, np.ndarray, np.ndarray] | None = None
         self._next_worker = 0
         self._next_ps = 0
+        self._ring: RingLedger | None = None
+        self._bw_unit = 0.0  # 1 / total link capacity (ring mode's bandwidth dimension)
 
     def _on_bind(self, cluster: Cluster) -> None:
         self._table = DemandTable(len(cluster.resource_names))
         self._units = dominant_share_units(cluster)
+        if self.placement == "ring":
+            self._ring = RingLedger(cluster)
+            total = float(cluster.links.capacity.sum())
+            self._bw_unit = 1.0 / total if total > 0 else 0.0
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         filler = self._bind(view.cluster)
-        if not can_ever_run(job, view.cluster):
+        if self._ring is not None:
+            why = ring_infeasible(job, view.cluster, job.min_workers)
+            if why:
+                return Admission.reject(RejectKind.INFEASIBLE, why)
+        elif not can_ever_run(job, view.cluster):
             return Admission.reject(
                 RejectKind.INFEASIBLE,
                 f"{job.min_workers} workers and their PSs never fit the cluster",
@@ -111,7 +141,8 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
         return Admission.admit(reason="admitted; counts by progressive filling")
 
     def _plan(self, slot: int, view: ClusterView) -> dict[str, Placement]:
-        return {j: p for j, p in self._refill().items() if j in view}
+        plan = self._ring_refill() if self._ring is not None else self._refill()
+        return {j: p for j, p in plan.items() if j in view}
 
     def dominant_share(self, job: JobSpec, workers: int, ps: int) -> float:
         """The dominant share of ``workers`` workers and ``ps`` PSs of ``job``."""
@@ -194,4 +225,56 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
             t.dem.job.job_id: t.placement(self._alloc.get(t.dem.job.job_id)) for t in tasks.values()
         }
         log.debug("[drf] refilled %d active jobs: %d running", len(jobs), len(out))
+        return out
+
+    def _ring_share(self, d: JobDemand, placement: Placement) -> float:
+        """Dominant share with the bandwidth dimension (ring mode): the workers' largest
+        share of any resource, or the ring's reserved Gbit/s over the links' total."""
+        ring = self._ring
+        assert ring is not None
+        nodes = placement.n_workers * self._share(d, 1, 0)
+        bw = sum(ring_link_load(ring.cluster, d.job, placement).values()) * self._bw_unit
+        return max(nodes, bw)
+
+    def _ring_refill(self) -> dict[str, Placement]:
+        """Progressive filling from zero with P0 rings (ring mode; module docstring)."""
+        ring = self._ring
+        assert ring is not None
+        ring.reset()
+        jobs = list(self._jobs.values())
+        before: dict[int, Placement] = {}  # previous placements, reserved until reached
+        for i, d in enumerate(jobs):
+            prev = self._alloc.get(d.job.job_id)
+            if prev is not None:
+                before[i] = prev
+                ring.reserve(d.job, prev)
+        placed: dict[int, Placement] = {}
+        heap = [(0.0, d.seq, i) for i, d in enumerate(jobs)]  # arrival order: a heap
+        while heap:
+            _, seq, i = heapq.heappop(heap)
+            job = jobs[i].job
+            current = placed.get(i)
+            k = job.min_workers if current is None else current.n_workers + 1
+            grown = None
+            if k <= job.worker_cap:
+                if current is not None:
+                    ring.release(job, current)  # the enlarged ring is placed anew
+                prev = before.get(i)
+                if prev is not None and prev.n_workers == k:
+                    # Its previous count: its previous placement when that still fits, so
+                    # a job whose count did not change is not restarted.
+                    ring.reserve(job, before.pop(i), -1.0)
+                    grown = prev if ring.take(job, prev) else None
+                if grown is None:
+                    grown = ring.place(job, k)
+                if grown is None and current is not None:
+                    ring.take(job, current)  # what it gave back is still free
+            if grown is None:  # it stops growing
+                if i in before:
+                    ring.reserve(job, before.pop(i), -1.0)
+                continue
+            placed[i] = grown
+            heapq.heappush(heap, (self._ring_share(jobs[i], grown), seq, i))
+        out = {jobs[i].job.job_id: p for i, p in placed.items()}
+        log.debug("[drf] ring refill of %d active jobs: %d running", len(jobs), len(out))
         return out

@@ -7,6 +7,13 @@ round-robin placement, unchanged, until it is done.
 
 ``ps_rule="needed"`` runs each job with the fewest PSs it needs, ceil(W / gamma) under a
 worker:PS ratio (spec 000's FIFO); the default draws them (spec 001's).
+
+``placement="ring"`` is spec 003's FIFO (§5 "Baselines"): ring-all-reduce jobs only (a PS
+job is rejected as infeasible), each placed by P0 with its hop reservations
+(:mod:`mlsched.scheduler.ring_placement`) with its fixed count (``max_workers=10`` gives
+the spec's U{1..10} capped at N_i). Queued jobs are tried in arrival order every slot; one
+that does not fit waits and later jobs may still start (the spec's FIFO backfills). A
+started job keeps its placement until done.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
 from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import register
+from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
 
 __all__ = ["FifoPolicy"]
@@ -31,7 +39,13 @@ class FifoPolicy(Policy):
     description = "first-in first-out, fixed worker/PS counts, round-robin, no backfilling"
 
     def __init__(
-        self, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn", **options: Any
+        self,
+        *,
+        max_workers: int = 30,
+        max_ps: int = 30,
+        ps_rule: str = "drawn",
+        placement: str = "default",
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         if ps_rule not in PS_RULES:
@@ -39,6 +53,11 @@ class FifoPolicy(Policy):
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule
+        self.placement = check_placement(placement)
+        self._ring: RingLedger | None = None
+        # Ring mode: queued jobs that failed since capacity was last released (free
+        # capacity has only shrunk since, so they would fail again).
+        self._stuck: set[str] = set()
         self._queue: deque[str] = deque()
         self._specs: dict[str, JobSpec] = {}
         self._counts: dict[str, tuple[int, int]] = {}
@@ -56,12 +75,16 @@ class FifoPolicy(Policy):
         self._ledger = CapacityLedger(context.cluster)
         self._rr = RoundRobin(context.cluster)
         self._blocked = None
+        if self.placement == "ring":
+            self._ring = RingLedger(context.cluster)
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         seed = self.context.seed if self.context else 0
         w, p = fixed_counts(
             job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
         )
+        if self.placement == "ring":
+            return self._ring_arrival(job, view, w)
         # Whether a job fits the empty cluster depends on its shape only: one check per
         # shape (a trace holds thousands of jobs of a few shapes).
         if view.cluster is not self._fits_cluster:  # agents joined or left: check anew
@@ -81,7 +104,32 @@ class FifoPolicy(Policy):
         self._queue.append(job.job_id)
         return Admission.admit(reason=f"queued with {w} workers, {p} PSs")
 
+    def _ring_arrival(self, job: JobSpec, view: ClusterView, w: int) -> Admission:
+        why = ring_infeasible(job, view.cluster, w)
+        if why:
+            return Admission.reject(RejectKind.INFEASIBLE, why)
+        self._specs[job.job_id] = job
+        self._counts[job.job_id] = (w, 0)
+        self._queue.append(job.job_id)
+        return Admission.admit(reason=f"queued with {w} workers (P0 ring placement)")
+
+    def _ring_allocate(self, slot: int) -> Allocation:
+        ring = self._ring
+        assert ring is not None
+        for job_id in list(self._queue):
+            if job_id in self._stuck:
+                continue
+            placement = ring.place(self._specs[job_id], self._counts[job_id][0])
+            if placement is None:
+                self._stuck.add(job_id)  # waits; later jobs may still start
+                continue
+            self._running[job_id] = placement
+            self._queue.remove(job_id)
+        return Allocation(slot, self._running)
+
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        if self._ring is not None:
+            return self._ring_allocate(slot)
         assert self._ledger is not None and self._rr is not None
         while self._queue:
             job_id = self._queue[0]
@@ -106,9 +154,13 @@ class FifoPolicy(Policy):
 
     def release(self, job_id: str) -> None:
         placement = self._running.pop(job_id, None)
-        if placement is not None and self._ledger is not None:
+        if placement is not None and self._ring is not None:
+            self._ring.release(self._specs[job_id], placement)
+            self._stuck.clear()
+        elif placement is not None and self._ledger is not None:
             self._ledger.release(self._specs[job_id], placement)
             self._blocked = None
         if job_id in self._queue:
             self._queue.remove(job_id)
+        self._stuck.discard(job_id)
         self._specs.pop(job_id, None) if placement is not None else None

@@ -26,8 +26,13 @@ jobs that ran in the previous slot (reserved at the start of the slot and releas
 each is placed or skipped), so a newcomer sorted ahead of them does not push them off
 their servers; only when that room is too small is all free capacity used. A job P0
 cannot place on an empty cluster is placed by :func:`~mlsched.scheduler.placement.pack`
-(what admission checked) when it is first in line. Deviation: P0 also reserves the job's
-bandwidth on every ring hop; the engine models no per-link reservations, so none is made.
+(what admission checked) when it is first in line. This default P0 reserves no link
+bandwidth; ``placement="ring"`` is spec 003's LAS in full: ring-all-reduce jobs only (a PS
+job is rejected as infeasible), each placed by P0 with its hop reservations and a ring
+order (:mod:`mlsched.scheduler.ring_placement`): its previous placement first when its
+servers and links still have room, P0 looking first outside the previous places (servers
+and links) of the jobs that ran in the previous slot, as above; admission checks that P0
+places the job on the empty cluster, so a job first in line always starts.
 
 Restart cost: preemption is what LAS does, and it is not free. The simulator charges
 ``TruthConfig.restart_s`` (checkpoint + restart) in every slot in which a job's placement
@@ -50,6 +55,7 @@ from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
 from mlsched.scheduler.registry import register
+from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["TiresiasPolicy", "p0_place"]
@@ -120,7 +126,13 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
     )
 
     def __init__(
-        self, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn", **options: Any
+        self,
+        *,
+        max_workers: int = 30,
+        max_ps: int = 30,
+        ps_rule: str = "drawn",
+        placement: str = "default",
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         for name, value in (("max_workers", max_workers), ("max_ps", max_ps)):
@@ -131,6 +143,8 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule
+        self.placement = check_placement(placement)
+        self._ring: RingLedger | None = None
         self._last: dict[str, Placement] = {}  # each job's latest placement
         self._running: set[str] = set()  # the jobs allocated in the previous slot
         self._gpus: dict[str, float] = {}  # GPUs per worker, 1 for GPU-less workers
@@ -141,6 +155,8 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self._table = DemandTable(len(cluster.resource_names))
         rack_no = {r: i for i, r in enumerate(cluster.racks)}
         self._rack_of = np.array([rack_no[s.rack] for s in cluster.servers], dtype=np.intp)
+        if self.placement == "ring":
+            self._ring = RingLedger(cluster)
 
     def counts(self, job: JobSpec) -> tuple[int, int]:
         """The fixed (workers, PSs) this policy runs ``job`` with."""
@@ -158,7 +174,12 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
             not job.uses_ps or view.cluster.offers(job.ps)
         )
         placement = None
-        if offered:
+        if self._ring is not None:
+            why = ring_infeasible(job, view.cluster, w)
+            if why:
+                return Admission.reject(RejectKind.INFEASIBLE, why)
+            placement = RingLedger(view.cluster).place(job, w)
+        elif offered:
             placement = p0_place(empty, dem, w, p, self._rack_of) or pack_placement(
                 empty, dem, w, p
             )
@@ -190,7 +211,36 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         (worker-slots for GPU-less workers)."""
         return (view[job_id].worker_slots * self._gpus[job_id],)
 
+    def _ring_allocate(self, slot: int, view: ClusterView, ring: RingLedger) -> Allocation:
+        """Ring mode: in rank order, the previous placement if its servers and links still
+        have room, else P0 with the fixed count; a job that does not place waits. The jobs
+        that ran in the previous slot have their places reserved until they are reached."""
+        table = self._table
+        assert table is not None
+        jobs = [d for d in self._jobs.values() if d.job.job_id in view]
+        jobs.sort(key=lambda d: (self.rank(view, d.job.job_id), d.seq))
+        ring.reset()
+        for d in jobs:
+            if d.job.job_id in self._running:
+                ring.reserve(d.job, self._last[d.job.job_id])
+        out: dict[str, Placement] = {}
+        for d in jobs:
+            job_id = d.job.job_id
+            prev = self._last.get(job_id)
+            if job_id in self._running:
+                ring.reserve(d.job, self._last[job_id], -1.0)
+            placement = prev if prev is not None and ring.take(d.job, prev) else None
+            if placement is None:
+                placement = ring.place(d.job, int(table.request[d.seq][0]))
+            if placement is not None:
+                out[job_id] = self._last[job_id] = placement
+        self._running = set(out)
+        log.debug("[tiresias] ring slot %d: %d of %d active jobs run", slot, len(out), len(jobs))
+        return Allocation(slot, out)
+
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
+        if self._ring is not None:
+            return self._ring_allocate(slot, view, self._ring)
         f = self._filler
         table = self._table
         assert f is not None and table is not None, "setup() binds the cluster"

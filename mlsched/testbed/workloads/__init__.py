@@ -1,6 +1,6 @@
 """Workloads by name (built-in generators) or from files; importing registers the built-ins."""
 
-from mlsched.testbed.workloads import demo, dps, hetero, oasis, oasis_testbed, pdors
+from mlsched.testbed.workloads import demo, dps, gadget, hetero, oasis, oasis_testbed, pdors
 from mlsched.testbed.workloads.base import (
     Workload,
     builtin_workloads,
@@ -13,6 +13,7 @@ __all__ = [
     "builtin_workloads",
     "demo",
     "dps",
+    "gadget",
     "hetero",
     "load_workload",
     "oasis",

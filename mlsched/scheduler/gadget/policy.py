@@ -141,7 +141,11 @@ class GadgetPolicy(Policy):
         )
         placements = keep_previous(problem, solution.placements, view)
         if self.idle_fill:
-            placements = idle_fill(problem, placements)
+            # Least attained service first (as Tiresias): idle capacity brings the most
+            # jobs toward the rise of their utility.
+            attained = [view[j.job_id].worker_slots for j in ring_jobs]
+            order = sorted(range(len(ring_jobs)), key=lambda i: (attained[i], i))
+            placements = idle_fill(problem, placements, order)
         self.decisions.append(
             SlotRecord(
                 slot,
@@ -243,10 +247,13 @@ def keep_previous(
     return {job_id: e.placement() for job_id, e in chosen.items()}
 
 
-def idle_fill(problem: SlotProblem, placements: dict[str, Placement]) -> dict[str, Placement]:
-    """Jobs left out (their utility saturated, or outbid) take what the slot leaves idle,
-    in order, each the largest ring that fits: no placed job loses anything, and a job
-    whose utility is flat still finishes its work."""
+def idle_fill(
+    problem: SlotProblem, placements: dict[str, Placement], order: list[int] | None = None
+) -> dict[str, Placement]:
+    """Jobs left out (their utility saturated, or too far from its rise to gain this slot)
+    take what the slot leaves idle, in ``order`` (default: the problem's), each the largest
+    ring that fits: no placed job loses anything, and a job whose utility is flat still
+    finishes its work."""
     used, link_used = problem.loads(placements)
     residual = SlotProblem(
         problem.cluster,
@@ -257,7 +264,8 @@ def idle_fill(problem: SlotProblem, placements: dict[str, Placement]) -> dict[st
     out = dict(placements)
     cap = residual.capacity
     spread = np.divide(1.0, cap, out=np.zeros_like(cap, dtype=float), where=cap > 0)
-    for i, job in enumerate(problem.jobs):
+    for i in range(len(problem.jobs)) if order is None else order:
+        job = problem.jobs[i]
         if job.job_id in out:
             continue
         links = np.zeros(len(problem.links))

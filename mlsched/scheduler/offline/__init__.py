@@ -1,5 +1,5 @@
 """Offline benchmarks: the offline optima of spec 001's and spec 000's problems, the
-performance ratio, and spec 004's best fixed prices."""
+performance ratio, spec 003's per-slot optimum and spec 004's best fixed prices."""
 
 from mlsched.scheduler.offline.fixed_price import (
     FixedPrices,
@@ -7,6 +7,7 @@ from mlsched.scheduler.offline.fixed_price import (
     build_model,
     replay,
 )
+from mlsched.scheduler.offline.gadget_optimum import SlotOptimum, slot_optimum, slot_relaxation
 from mlsched.scheduler.offline.optimum import (
     OfflineResult,
     offline_optimum,
@@ -18,11 +19,14 @@ from mlsched.scheduler.offline.pdors_optimum import pdors_optimum
 __all__ = [
     "FixedPrices",
     "OfflineResult",
+    "SlotOptimum",
     "best_fixed_prices",
     "build_model",
     "offline_optimum",
     "pdors_optimum",
     "performance_ratio",
     "replay",
+    "slot_optimum",
+    "slot_relaxation",
     "worker_rate",
 ]

@@ -55,6 +55,7 @@ bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.gavel_trace
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.hetero_round
+	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.gadget_slot
 
 # Optional: Horovod 0.28.1 (PyTorch + Gloo, CPU) built from its sdist patched to C++17 (the
 # release asks for C++14, which torch >= 2.1 headers reject). Nothing else needs it.

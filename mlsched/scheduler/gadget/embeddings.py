@@ -114,34 +114,47 @@ def cheapest(
         s = int(order[room[0]])
         offer(k, k * float(per_worker[s]), {s: k})
     if k_max >= 2:
-        # Servers whose up and down links can carry the reservation, by rack.
-        by_rack: dict[int, list[int]] = {}
-        for s in ring_job.hosts:
-            if fit[s] > 0 and (b <= 0 or min(free[2 * s], free[2 * s + 1]) >= b - tol):
-                by_rack.setdefault(links.rack_of[s], []).append(s)
+        # Servers whose up and down links can carry the reservation, by rack; of servers
+        # alike in rack, room and cost (interchangeable), a ring of k_max workers uses at
+        # most k_max: the first k_max by index are kept.
+        hosts = np.asarray(ring_job.hosts, dtype=int)
+        ok = fit[hosts] > 0
+        if b > 0:
+            ok &= np.minimum(free[2 * hosts], free[2 * hosts + 1]) >= b - tol
+        cand = hosts[ok]
+        rack = np.asarray(links.rack_of)[cand]
+        f, pw = fit[cand], per_worker[cand]
+        ud = up_down[cand] if b > 0 else np.zeros(len(cand))
+        order = np.lexsort((cand, ud, pw, f, rack))
+        cand, rack, f, pw, ud = cand[order], rack[order], f[order], pw[order], ud[order]
+        new_group = np.ones(len(cand), dtype=bool)
+        new_group[1:] = (
+            (rack[1:] != rack[:-1]) | (f[1:] != f[:-1]) | (pw[1:] != pw[:-1]) | (ud[1:] != ud[:-1])
+        )
+        starts = np.maximum.accumulate(np.where(new_group, np.arange(len(cand)), 0))
+        keep = np.arange(len(cand)) - starts < k_max
+        by_rack: dict[int, list[tuple[int, int, float, float]]] = {}
+        for s_, r_, f_, pw_, ud_ in zip(
+            cand[keep].tolist(),
+            rack[keep].tolist(),
+            f[keep].tolist(),
+            pw[keep].tolist(),
+            ud[keep].tolist(),
+            strict=True,
+        ):
+            by_rack.setdefault(r_, []).append((s_, f_, pw_, ud_))
         rack_tables: dict[int, list[tuple[float, dict[int, int]] | None]] = {}
-        for rack, servers in sorted(by_rack.items()):
-            table = _knapsack(
-                [
-                    (
-                        s,
-                        int(fit[s]),
-                        float(per_worker[s]),
-                        float(up_down[s]) if b > 0 else 0.0,
-                    )
-                    for s in servers
-                ],
-                k_max,
-            )
-            rack_tables[rack] = table
+        for rack_index, items in sorted(by_rack.items()):
+            table = _knapsack(sorted(items), k_max)
+            rack_tables[rack_index] = table
             for k in range(2, k_max + 1):
                 entry = table[k]
                 if entry is not None and len(entry[1]) >= 2:
                     offer(k, entry[0], entry[1])
         # Across racks: each used rack's links to the core carry the reservation too.
         racks = []
-        for rack, table in sorted(rack_tables.items()):
-            i = 2 * n + 2 * rack
+        for rack_index, table in sorted(rack_tables.items()):
+            i = 2 * n + 2 * rack_index
             if b > 0 and min(free[i], free[i + 1]) < b - tol:
                 continue
             charge = float(link_price[i] + link_price[i + 1]) * b if b > 0 else 0.0

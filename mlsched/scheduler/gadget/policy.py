@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
+from mlsched.core.cluster import Cluster
 from mlsched.core.job import Arch, JobSpec
 from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, embedding_of
 from mlsched.scheduler.gadget.lp_rs_mde import lp_rs_mde
@@ -94,7 +95,8 @@ class GadgetPolicy(Policy):
         self.decisions: list[SlotRecord] = []
         self._rates: dict[tuple[str, int], float] = {}
         self._rates_version: int | None = None
-        self._hosts: dict[str, tuple[int, ...]] = {}
+        self._hosts: dict[str, tuple[tuple[int, ...], int]] = {}
+        self._hosts_cluster: Cluster | None = None
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
@@ -108,8 +110,7 @@ class GadgetPolicy(Policy):
             return Admission.reject(
                 RejectKind.INFEASIBLE, "gadget schedules ring-all-reduce jobs only"
             )
-        hosts = self._hosts_of(job, view)
-        room = sum(self._fit(job, view, s) for s in hosts)
+        _, room = self._hosts_of(job, view)
         if room < job.min_workers:
             return Admission.reject(
                 RejectKind.INFEASIBLE,
@@ -165,8 +166,7 @@ class GadgetPolicy(Policy):
         left = view_job.remaining
         if left <= 0 or not self.supports(job):
             return None
-        hosts = self._hosts_of(job, view)
-        room = sum(self._fit(job, view, s) for s in hosts)
+        hosts, room = self._hosts_of(job, view)
         cap = min(job.worker_cap, room)
         if cap < job.min_workers:
             return None
@@ -196,27 +196,36 @@ class GadgetPolicy(Policy):
             self._rates[key] = rate
         return rate
 
-    def _hosts_of(self, job: JobSpec, view: ClusterView) -> tuple[int, ...]:
-        hosts = self._hosts.get(job.job_id)
-        if hosts is None:
+    def _hosts_of(self, job: JobSpec, view: ClusterView) -> tuple[tuple[int, ...], int]:
+        """The servers that hold one of the job's workers, and how many the cluster holds
+        (each server on its own): the job and the cluster decide them, once per job."""
+        if view.cluster is not self._hosts_cluster:
+            self._hosts.clear()
+            self._hosts_cluster = view.cluster
+        known = self._hosts.get(job.job_id)
+        if known is None:
             cluster = view.cluster
-            hosts = tuple(
+            servers = [
                 s
                 for s in cluster.worker_servers
-                if (job.gpu_type is None or cluster.servers[s].gpu_type == job.gpu_type)
-                and self._fit(job, view, s) > 0
-            )
-            self._hosts[job.job_id] = hosts
-        return hosts
+                if job.gpu_type is None or cluster.servers[s].gpu_type == job.gpu_type
+            ]
+            fits = dict(zip(servers, _fits(job, cluster, servers), strict=True))
+            hosts = tuple(s for s, n in fits.items() if n > 0)
+            known = (hosts, sum(fits.values()))
+            self._hosts[job.job_id] = known
+        return known
 
-    @staticmethod
-    def _fit(job: JobSpec, view: ClusterView, server: int) -> int:
-        demand = view.cluster.demand_array(job.worker_demand(None))
-        need = demand > 0
-        if not need.any():
-            return job.worker_cap
-        cap = view.cluster.capacity[server, need] / demand[need]
-        return min(job.worker_cap, math.floor(float(cap.min()) + 1e-9))
+
+def _fits(job: JobSpec, cluster: Cluster, servers: list[int]) -> list[int]:
+    """How many of the job's workers each server holds on its own (capped)."""
+    demand = cluster.demand_array(job.worker_demand(None))
+    need = demand > 0
+    if not need.any():
+        return [job.worker_cap] * len(servers)
+    rows = np.asarray(servers, dtype=int)
+    ratio = cluster.capacity[np.ix_(rows, np.flatnonzero(need))] / demand[need]
+    return np.minimum(job.worker_cap, np.floor(ratio.min(axis=1) + 1e-9)).astype(int).tolist()
 
 
 def keep_previous(

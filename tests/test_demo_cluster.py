@@ -68,3 +68,22 @@ def test_hetero_trains_the_mix_with_its_testbed_settings(tmp_path: Path) -> None
     for job_id, s in admitted.items():
         assert s.state == "done", (job_id, s.state, s.reason, out.getvalue())
         assert s.progress == s.total_work
+
+
+def test_gadget_trains_rings_of_the_mix(tmp_path: Path) -> None:
+    """``demo --policy gadget``: gadget schedules ring-all-reduce jobs only, so the demo
+    offers the mix's PS jobs as all-reduce jobs; every job is admitted, placed as a ring
+    each slot (the engine checks the rings) and trains to its end under torchrun. Two jobs
+    arriving in slots 0 and 1, shortened."""
+    offered = {j["job_id"]: j for j in demo_jobs("gadget")}
+    assert all(j["arch"] == "allreduce" and "ps" not in j for j in offered.values())
+    jobs = [copy.deepcopy(offered[j]) for j in ("vgg11n-ring", "resnet20-sync")]
+    for job in jobs:
+        job["batches_per_chunk"] = 12
+    out = io.StringIO()
+    statuses = run_cluster_demo(
+        policy="gadget", slots=20, slot_seconds=3.0, workdir=tmp_path, jobs=jobs, out=out
+    )
+    for job_id, s in statuses.items():
+        assert s.admitted and s.state == "done", (job_id, s.state, s.reason, out.getvalue())
+        assert s.progress == s.total_work and s.launch == "torchrun"

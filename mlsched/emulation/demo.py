@@ -112,7 +112,7 @@ def run_emulated_demo(
             ctl = emulated_controller(cluster, policy=policy, slot_seconds=slot_seconds)
             try:
                 cluster.start_agents(ctl.address)
-                ctl.submit(yaml.safe_dump(jobs if jobs is not None else demo_jobs()))
+                ctl.submit(yaml.safe_dump(jobs if jobs is not None else demo_jobs(policy)))
                 _watch(ctl, wait_for_engine(ctl, cluster), cluster, slots, out, result)
                 result.statuses = {j.job_id: j for j in ctl.jobs()}
             finally:

@@ -80,11 +80,28 @@ DEMO_JOBS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
-def demo_jobs() -> list[dict[str, Any]]:
-    """The demo's mix: :data:`DEMO_JOBS`, plus :data:`HOROVOD_JOB` where Horovod imports."""
+def demo_jobs(policy: str | None = None) -> list[dict[str, Any]]:
+    """The demo's mix: :data:`DEMO_JOBS`, plus :data:`HOROVOD_JOB` where Horovod imports.
+    For a policy that schedules no parameter-server jobs (gadget: ring-all-reduce only) the
+    PS jobs are offered as all-reduce jobs of the same model and work, so that the demo
+    shows it placing several rings rather than rejecting most of the mix."""
     from mlsched.trainers.allreduce.horovod import horovod_available
 
-    return [*DEMO_JOBS, HOROVOD_JOB] if horovod_available() else list(DEMO_JOBS)
+    jobs = [*DEMO_JOBS, HOROVOD_JOB] if horovod_available() else list(DEMO_JOBS)
+    if policy is not None:
+        from mlsched.core.job import Arch
+        from mlsched.scheduler.registry import registered
+
+        cls = registered().get(policy)
+        if cls is not None and Arch.PS not in cls.archs:
+            jobs = [_as_allreduce(j) if j["arch"] == "ps" else j for j in jobs]
+    return jobs
+
+
+def _as_allreduce(job: dict[str, Any]) -> dict[str, Any]:
+    ring = {k: v for k, v in job.items() if k not in ("ps", "requested_ps", "sync")}
+    ring["arch"] = "allreduce"
+    return ring
 
 
 def agent_command(
@@ -148,7 +165,7 @@ def run_cluster_demo(
             file=out,
             flush=True,
         )
-        ctl.submit(yaml.safe_dump(jobs if jobs is not None else demo_jobs()))
+        ctl.submit(yaml.safe_dump(jobs if jobs is not None else demo_jobs(policy)))
         deadline = time.monotonic() + 60
         while ctl.engine is None and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -84,8 +84,10 @@ class Links:
         self.ends: tuple[tuple[int, int], ...] = tuple(ends)
         #: Servers + rack switches + the core.
         self.node_count = core + 1
-        #: Rack index (``cluster.racks`` order) of each server.
+        #: Rack index (``cluster.racks`` order) of each server, as a tuple and an array.
         self.rack_of = self._rack_of
+        self.rack_array = np.asarray(self._rack_of, dtype=int)
+        self.rack_array.setflags(write=False)
         capacity = np.array([link.gbps for link in links], dtype=float)
         capacity.setflags(write=False)
         #: Capacity per link in Gbit/s, in link index order.

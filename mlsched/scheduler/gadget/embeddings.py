@@ -59,7 +59,7 @@ def embedding_of(problem: SlotProblem, job: int, counts: dict[int, int]) -> Embe
 def fits_alone(problem: SlotProblem, ring_job: RingJob, k_max: int) -> np.ndarray:
     """Most workers of the job each server holds on its own (0 off its hosts), capped."""
     fit = np.zeros(len(problem.cluster), dtype=int)
-    hosts = np.asarray(ring_job.hosts, dtype=int)
+    hosts = ring_job.host_array
     if not len(hosts):
         return fit
     need = ring_job.demand > 0
@@ -114,25 +114,28 @@ def cheapest(
         s = int(order[room[0]])
         offer(k, k * float(per_worker[s]), {s: k})
     if k_max >= 2:
-        # Servers whose up and down links can carry the reservation, by rack; of servers
-        # alike in rack, room and cost (interchangeable), a ring of k_max workers uses at
-        # most k_max: the first k_max by index are kept.
-        hosts = np.asarray(ring_job.hosts, dtype=int)
+        # Servers whose up and down links can carry the reservation. In a rack, a ring
+        # of at most k_max workers needs, for each count y, only the k_max servers where y
+        # workers cost least (any other could be swapped for one of them left unused).
+        hosts = ring_job.host_array
         ok = fit[hosts] > 0
         if b > 0:
             ok &= np.minimum(free[2 * hosts], free[2 * hosts + 1]) >= b - tol
         cand = hosts[ok]
-        rack = np.asarray(links.rack_of)[cand]
+        rack = links.rack_array[cand]
         f, pw = fit[cand], per_worker[cand]
         ud = up_down[cand] if b > 0 else np.zeros(len(cand))
-        order = np.lexsort((cand, ud, pw, f, rack))
-        cand, rack, f, pw, ud = cand[order], rack[order], f[order], pw[order], ud[order]
-        new_group = np.ones(len(cand), dtype=bool)
-        new_group[1:] = (
-            (rack[1:] != rack[:-1]) | (f[1:] != f[:-1]) | (pw[1:] != pw[:-1]) | (ud[1:] != ud[:-1])
-        )
-        starts = np.maximum.accumulate(np.where(new_group, np.arange(len(cand)), 0))
-        keep = np.arange(len(cand)) - starts < k_max
+        keep = np.zeros(len(cand), dtype=bool)
+        position = np.arange(len(cand))
+        for y in range(1, k_max + 1):
+            cost_y = np.where(f >= y, ud + y * pw, np.inf)
+            order = np.lexsort((cand, cost_y, rack))
+            in_rack = rack[order]
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = in_rack[1:] != in_rack[:-1]
+            starts = np.maximum.accumulate(np.where(first, position, 0))
+            chosen = order[(position - starts < k_max) & np.isfinite(cost_y[order])]
+            keep[chosen] = True
         by_rack: dict[int, list[tuple[int, int, float, float]]] = {}
         for s_, r_, f_, pw_, ud_ in zip(
             cand[keep].tolist(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -39,6 +40,10 @@ class RingJob:
     hosts: tuple[int, ...]
     #: Fewest workers it may run (its ``min_workers``); smaller rings gain nothing.
     min_ring: int = 1
+
+    @cached_property
+    def host_array(self) -> np.ndarray:
+        return np.asarray(self.hosts, dtype=int)
 
     @property
     def max_ring(self) -> int:

@@ -326,6 +326,14 @@ def test_unknown_worker_type_names_the_field() -> None:
             Utility(UtilityKind.STEP, {"value": 4, "deadline": 8}), 9, 0.0, id="step-after-deadline"
         ),
         pytest.param(Utility(UtilityKind.SQRT, {"scale": 2}), 9, 6.0, id="sqrt"),
+        # value 4, cost 0.5: 4 x - x^2 / 2, peak 8 at x = 4, flat after.
+        pytest.param(Utility(UtilityKind.ENERGY, {"value": 4, "cost": 0.5}), 2, 6.0, id="energy"),
+        pytest.param(
+            Utility(UtilityKind.ENERGY, {"value": 4, "cost": 0.5}), 10, 8.0, id="energy-past-peak"
+        ),
+        pytest.param(
+            Utility(UtilityKind.ENERGY, {"value": 3, "cost": 0}), 5, 15.0, id="energy-free"
+        ),
     ],
 )
 def test_utility_values(utility: Utility, x: float, want: float) -> None:

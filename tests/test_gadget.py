@@ -319,3 +319,25 @@ def test_a_job_larger_than_the_cluster_is_infeasible() -> None:
     record = engine.records["big"]
     assert record.state is JobState.REJECTED and "holds 8" in record.reason
     assert not policy.decisions
+
+
+@pytest.mark.parametrize(
+    "utility",
+    [
+        Utility(UtilityKind.SQRT, {"scale": 2.0}),
+        Utility(UtilityKind.LOG1P, {"scale": 5.0}),
+        Utility(UtilityKind.ENERGY, {"value": 1.0, "cost": 1e-4}),
+        Utility(UtilityKind.SIGMOID_PROGRESS, {"priority": 10, "sensitivity": 0.01, "expected": 9}),
+    ],
+    ids=["sqrt", "log-fairness", "energy", "sigmoid"],
+)
+def test_every_utility_family_is_scheduled_to_completion(utility: Utility) -> None:
+    """Spec 003's families (C sqrt(k), log(1 + k), value minus quadratic energy, and the
+    experiments' sigmoid): three jobs competing for the cluster each finish, and each is
+    worth its utility at its full work (utility paid on progress)."""
+    jobs = [ring(f"j{i}", arrival=i, utility=utility, batches_per_chunk=3000) for i in range(3)]
+    engine = run(two_rack_cluster(), jobs, GadgetPolicy(trials=5))
+    for job in jobs:
+        record = engine.records[job.job_id]
+        assert record.state is JobState.DONE
+        assert record.utility() == pytest.approx(utility(job.total_work))

@@ -6,8 +6,9 @@ Two families:
   ``sigmoid`` (001/000: gamma1 / (1 + exp(gamma2 (x - gamma3)))), ``constant``, ``linear``
   (value * max(0, 1 - x / deadline)) and ``step`` (value while x <= deadline, else 0);
 * **progress utilities** ``mu(k)``, k = progress (iterations), non-decreasing (003 GADGET):
-  ``sigmoid_progress`` (l1 / (1 + exp(-l2 (k - l3)))), ``sqrt`` (c * sqrt(k)) and ``log1p``
-  (c * log(1 + k)).
+  ``sigmoid_progress`` (l1 / (1 + exp(-l2 (k - l3)))), ``sqrt`` (c * sqrt(k)), ``log1p``
+  (c * log(1 + k)) and ``energy`` (value * k - cost * k^2 up to its peak at
+  k* = value / (2 cost), flat after: spec 003's energy instance made non-decreasing, A15).
 
 :meth:`Utility.log_value` is computed stably (a time-critical sigmoid underflows to 0 at large
 x, and OASiS works with ln f; see spec 001 A7).
@@ -38,10 +39,16 @@ class UtilityKind(str, Enum):
     SIGMOID_PROGRESS = "sigmoid_progress"
     SQRT = "sqrt"
     LOG1P = "log1p"
+    ENERGY = "energy"
 
     @property
     def over_progress(self) -> bool:
-        return self in (UtilityKind.SIGMOID_PROGRESS, UtilityKind.SQRT, UtilityKind.LOG1P)
+        return self in (
+            UtilityKind.SIGMOID_PROGRESS,
+            UtilityKind.SQRT,
+            UtilityKind.LOG1P,
+            UtilityKind.ENERGY,
+        )
 
 
 # Parameters each kind takes, with what they mean (shown in errors).
@@ -53,6 +60,7 @@ _PARAMS: dict[UtilityKind, tuple[str, ...]] = {
     UtilityKind.SIGMOID_PROGRESS: ("priority", "sensitivity", "expected"),
     UtilityKind.SQRT: ("scale",),
     UtilityKind.LOG1P: ("scale",),
+    UtilityKind.ENERGY: ("value", "cost"),
 }
 
 
@@ -137,6 +145,12 @@ class Utility:
             return p["priority"] / (1.0 + math.exp(z))
         if k is UtilityKind.SQRT:
             return p["scale"] * math.sqrt(max(0.0, x))
+        if k is UtilityKind.ENERGY:
+            # Training pays value per unit of progress and burns energy quadratic in it;
+            # past the peak more training only costs, so the utility stays at the peak.
+            v, c = p["value"], p["cost"]
+            y = max(0.0, x) if c == 0 else min(max(0.0, x), v / (2 * c))
+            return v * y - c * y * y
         return p["scale"] * math.log1p(max(0.0, x))
 
     def log_value(self, x: float) -> float:
@@ -167,4 +181,6 @@ class Utility:
             return p["value"]
         if self.kind is UtilityKind.SIGMOID_PROGRESS:
             return p["priority"]
+        if self.kind is UtilityKind.ENERGY and p["cost"] > 0:
+            return p["value"] ** 2 / (4 * p["cost"])
         return math.inf

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from mlsched.lazy import lazy_exports
 
 #: The built-in experiments' modules, imported by ``base._load_builtin``.
-BUILTIN = ("baselines", "dps", "hetero", "oasis", "pdors")
+BUILTIN = ("baselines", "dps", "gadget", "hetero", "oasis", "pdors")
 
 __all__ = [
     "BUILTIN",

@@ -13,17 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlsched.controller.engine import Engine, RunResult
+from mlsched.core.allocation import Allocation
 from mlsched.core.batch_gc import batch_gc
 from mlsched.core.errors import SpecError
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, registered
-from mlsched.scheduler.view import RunContext
+from mlsched.scheduler.view import ClusterView, RunContext
 from mlsched.testbed.metrics import Summary, summarize
 from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 from mlsched.testbed.workloads.base import Workload
 
 __all__ = [
+    "AllocationHook",
     "Failure",
     "SimulationConfig",
     "baseline_policies",
@@ -34,6 +36,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+#: Called with (policy, its view, the allocation it returned) once per slot.
+AllocationHook = Callable[[Policy, ClusterView, Allocation], None]
 
 
 @dataclass(frozen=True)
@@ -48,14 +54,22 @@ class SimulationConfig:
 
 
 def simulate(
-    workload: Workload, config: SimulationConfig, *, progress: Callable[[int], None] | None = None
+    workload: Workload,
+    config: SimulationConfig,
+    *,
+    progress: Callable[[int], None] | None = None,
+    on_allocate: AllocationHook | None = None,
 ) -> RunResult:
     """Run ``config.policy`` on ``workload`` until every job is final or the horizon ends.
 
     Unknown policies and bad options raise ValueError; a policy bug raises PolicyError.
-    ``progress`` is called with the slot number after each slot.
+    ``progress`` is called with the slot number after each slot. ``on_allocate`` sees each
+    slot's allocation as the policy returns it, before the engine checks it, with the
+    policy and its view (what an experiment replays or reads of the policy's own records).
     """
     policy = create(config.policy, **_with_oracle(workload, config))
+    if on_allocate is not None:
+        _observe_allocations(policy, on_allocate)
     runtime = RuntimeEstimator(workload.cluster, workload.runtime)
     executor = SimulatedExecutor(
         workload.cluster,
@@ -89,6 +103,18 @@ def simulate(
             return engine.run(progress=progress)
     finally:
         executor.close()
+
+
+def _observe_allocations(policy: Policy, hook: AllocationHook) -> None:
+    """Wrap ``policy.allocate`` (on this instance only) so that ``hook`` sees each result."""
+    inner = policy.allocate
+
+    def allocate(slot: int, view: ClusterView) -> Allocation:
+        allocation = inner(slot, view)
+        hook(policy, view, allocation)
+        return allocation
+
+    policy.allocate = allocate  # type: ignore[method-assign]
 
 
 def _with_oracle(workload: Workload, config: SimulationConfig) -> dict[str, Any]:
@@ -128,11 +154,12 @@ def try_simulate(
     *,
     context: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
+    on_allocate: AllocationHook | None = None,
 ) -> RunResult | Failure:
     """:func:`simulate`, but a policy that fails (cannot be built, or raises during the
     run) gives a :class:`Failure` and a warning instead of ending a whole comparison."""
     try:
-        return simulate(workload, config, progress=progress)
+        return simulate(workload, config, progress=progress, on_allocate=on_allocate)
     except Exception as err:  # any policy bug: record it, keep comparing the others
         log.warning(
             "[simulate] policy %s failed on %s (seed %d): %s",

@@ -1,0 +1,166 @@
+"""``mlsched experiment gadget`` (spec 003 §5, Q1-Q4): its outputs and checks at smoke scale
+via the CLI, GADGET's ordering at the smoke point over eight seeds, and (``make
+reproduce``) the default scale."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlsched.cli import main
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.testbed.experiments import run_experiment
+from mlsched.testbed.experiments.gadget.checks import at_least
+from mlsched.testbed.experiments.gadget.common import (
+    BASELINES,
+    PRIMARY,
+    SCALE_SETTINGS,
+    SCHEMES,
+    Item,
+    run_item,
+    workload,
+)
+from mlsched.testbed.experiments.gadget.replay import Replay
+from mlsched.testbed.experiments.pool import Runner
+
+_PLOTS = {
+    "fig4_utility_vs_jobs.png",
+    "fig5_embedded_vs_node_scale.png",
+    "fig6_embedded_vs_link_scale.png",
+    "fig7_ratio_vs_optimum.png",
+}
+
+
+def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is tested is the checking, not the claims (one seed is too few): the summary
+    has exactly the four schemes at the default point, each verdict follows the numbers
+    recorded beside it, the sweeps and the MILP comparison stay out of the summary, PNGs at
+    the top of ``--out``."""
+    monkeypatch.setenv("MLSCHED_WORKERS", "1")
+    argv = ["experiment", "gadget", "--scale", "smoke", "--seeds", "1", "--no-strict"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["experiment"] == "gadget" and results["scale"] == "smoke"
+    assert set(results["summary"]) == set(SCHEMES)
+    smoke = SCALE_SETTINGS["smoke"]
+    utility = {n: results["summary"][n]["total_utility"] for n in SCHEMES}
+    assert all(v > 0 for v in utility.values())
+    sweep = results["utility_sweep"]
+    assert sweep["jobs"] == list(smoke.jobs)
+    at_default = sweep["jobs"].index(smoke.default_jobs)
+    for n in SCHEMES:
+        assert sweep[n]["mean"][at_default] == pytest.approx(utility[n])
+    assert len(results["checks"]) == 7 and all(c["detail"] for c in results["checks"])
+    q1 = results["checks"][0]
+    assert q1["passed"] == all(
+        at_least(sweep[PRIMARY]["mean"][i], sweep[b]["mean"][i])
+        for i in range(len(sweep["jobs"]))
+        for b in BASELINES
+    )
+    node = results["embedding"]["node_scale"]
+    assert node["scales"] == list(smoke.node_scales)
+    ratios = node["embedded_ratio"]["mean"]
+    assert all(0 <= r <= 1 for r in ratios)
+    assert results["checks"][2]["passed"] == all(b >= a - 0.01 for a, b in pairwise(ratios))
+    stats = results["ratio"]["stats"]
+    assert stats["instances"] + stats["skipped"] == len(results["ratio"]["rows"]) >= 1
+    assert stats["strict"]["violating"] == 0 and stats["strict"]["max"] <= 1 + 1e-4
+    assert results["replay"][PRIMARY]["problems"] == 0
+    assert results["replay"][PRIMARY]["placements"] > 0
+    assert results["checks"][5]["passed"]
+    assert results["default_point"]["jobs"] == smoke.default_jobs
+    assert results["default_point"]["servable"] > 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(results["plots"])
+    assert set(results["plots"]) == _PLOTS
+
+
+def test_at_the_smoke_point_gadget_earns_at_least_every_baseline_on_every_seed() -> None:
+    """Q1's ordering at the smoke point: 40 jobs on 6 servers over 20 slots, chosen because
+    it is the smallest point we found where the jobs can use more GPU-slots than the
+    horizon has (mean servable load 1.40 over seeds 0-7, ``common.loads``): below that every
+    scheme runs every job it can and they tie. Required on every one of seeds 0-7 (up to
+    float rounding); measured mean total utility: gadget 1358, LAS (Tiresias) 1178, DRF
+    1121, FIFO 1003; gadget strictly higher on 8/8 seeds against FIFO and DRF and 7/8
+    against LAS (one tie).
+
+    A plausible bug that fails it: GADGET's gains pi_{i,k} read on the wrong axis (worker
+    slots rather than iterations, A3, or not clipped at the budget, A7), so the greedy
+    chases jobs whose sigmoid has already saturated; or LP-RS-MDE dropping jobs it should
+    embed (a wrong ring-size choice kappa_i, or a rounding that loses rings in strict
+    mode), which lets LAS's attained-service order overtake it."""
+    smoke = SCALE_SETTINGS["smoke"]
+    items = [
+        Item("utility", seed, smoke.default_jobs, name, scale=smoke)
+        for name in SCHEMES
+        for seed in range(8)
+    ]
+    with Runner() as runner:
+        runs = runner.map(run_item, items, lambda n: None)
+    utility = {n: np.zeros(8) for n in SCHEMES}
+    for item, run in zip(items, runs, strict=True):
+        assert isinstance(run, dict), run
+        utility[item.scheme][item.seed] = run["total_utility"]
+        assert run["replay"]["problems"] == 0, run["replay"]
+    for b in BASELINES:
+        assert all(at_least(g, t) for g, t in zip(utility[PRIMARY], utility[b], strict=True)), (
+            b,
+            utility[PRIMARY],
+            utility[b],
+        )
+
+
+@pytest.mark.reproduction
+@pytest.mark.timeout(1800)
+def test_the_default_scale_holds_q1_to_q4(tmp_path: Path) -> None:
+    """``mlsched experiment gadget`` as documented (default scale, eight seeds). Required:
+    every check (measured: all pass). Q1: gadget's mean total utility at least each
+    baseline's at each of 50-250 jobs and its gap over the best baseline non-decreasing
+    (measured +0.0 %, +2.4 %, +7.2 %, +10.5 %, +16.6 %); Q2: the embedded ratio
+    non-decreasing in node and in link capacity (the link sweep is flat: at this point links
+    do not bind); Q3: LP-RS-MDE >= 0.6 of the slot optimum on the mean in both modes, never
+    below 1/(3 Gamma) in paper mode; Q4: no violation in the independent replay. Also:
+    gadget strictly higher than every baseline on at least 7 of 8 seeds from 150 jobs
+    (servable load > 1) up."""
+    results = run_experiment("gadget", out_dir=tmp_path, scale="default")
+    failed = [c["name"] for c in results["checks"] if not c["passed"]]
+    assert not failed, failed
+    assert set(results["summary"]) == set(SCHEMES)
+    sweep = results["utility_sweep"]
+    for i, n in enumerate(sweep["jobs"]):
+        if n < 150:
+            continue
+        mine = sweep[PRIMARY]["per_seed"][i]
+        for b in BASELINES:
+            ahead = sum(
+                not at_least(t, g) for g, t in zip(mine, sweep[b]["per_seed"][i], strict=True)
+            )
+            assert ahead >= 7, (n, b, mine, sweep[b]["per_seed"][i])
+
+
+def test_the_replay_finds_overloaded_servers_and_links_and_broken_rings() -> None:
+    """Q4 is not vacuous: the replay flags a server over its GPUs, a link over its Gbit/s
+    and a ring that skips one of its servers, and passes a valid ring."""
+    w = workload(0, 10, 6, 10)
+    jobs = {j.job_id: j for j in w.jobs}
+    ids = list(jobs)
+    gpus = w.cluster.capacity[:, w.cluster.resource_names.index("gpu")]
+    small, big, other = (int(s) for s in np.argsort(gpus)[[0, -1, -2]])
+    replay = Replay(w.cluster, jobs)
+    replay.check(Allocation(0, {ids[0]: Placement(((big, 1), (other, 1)), ring=(big, other))}))
+    assert replay.report()["problems"] == 0 and replay.report()["multi_server"] == 1
+    crowd = {j: Placement(((small, 1),)) for j in ids[: int(gpus[small]) + 1]}
+    replay.check(Allocation(1, crowd))
+    replay.check(Allocation(2, {ids[0]: Placement(((big, 1), (other, 1)), ring=(big,))}))
+    report = replay.report()
+    assert report["problems"] == 2, report
+    assert "gpu" in report["examples"][0] and "ring" in report["examples"][1]
+    heavy = Replay(w.cluster, {ids[0]: dataclasses.replace(jobs[ids[0]], hop_gbps=1e6)})
+    heavy.check(Allocation(3, {ids[0]: Placement(((big, 1), (other, 1)), ring=(big, other))}))
+    assert heavy.report()["problems"] >= 1 and "link" in heavy.report()["examples"][0]

@@ -341,3 +341,22 @@ def test_every_utility_family_is_scheduled_to_completion(utility: Utility) -> No
         record = engine.records[job.job_id]
         assert record.state is JobState.DONE
         assert record.utility() == pytest.approx(utility(job.total_work))
+
+
+def test_when_every_best_ring_fits_no_lp_is_solved() -> None:
+    """Two jobs whose best rings (3 and 2 workers) fit the 8-GPU cluster together: the
+    optimum is each at its best gain, found without an LP (no columns); a job whose gains
+    have vanished (a saturated sigmoid) is not placed by it."""
+    cluster = two_rack_cluster()
+    gpu = np.ones(1)
+    everyone = tuple(range(4))
+    jobs = [
+        RingJob("a", (1.0, 2.0, 3.0), gpu, 3.0, everyone),
+        RingJob("b", (4.0, 5.0, 5.0), gpu, 3.0, everyone),
+        RingJob("flat", (1e-15, 1e-15), gpu, 3.0, everyone),
+    ]
+    problem = SlotProblem.full(cluster, jobs)
+    solution = lp_rs_mde(problem, np.random.default_rng(0))
+    assert solution.columns == 0 and solution.value == solution.lp_value == 8.0
+    assert {j: p.n_workers for j, p in solution.placements.items()} == {"a": 3, "b": 2}
+    assert problem.check(solution.placements) == []

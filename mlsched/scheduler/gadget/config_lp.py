@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, fits_alone
-from mlsched.scheduler.gadget.problem import SlotProblem
+from mlsched.scheduler.gadget.problem import NEGLIGIBLE_GAIN, SlotProblem
 from mlsched.scheduler.solvers import solve_lp
 
 __all__ = ["ConfigSolution", "solve_config_lp"]
 
-_REDUCED_COST_TOL = 1e-7
+_REDUCED_COST_TOL = NEGLIGIBLE_GAIN
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,7 @@ def solve_config_lp(
         key = (e.job, e.workers)
         if e.job not in allowed or e.size not in allowed[e.job] or key in seen:
             return False
-        job = problem.jobs[e.job]
-        if job.gain(e.size) <= 0 or e.size < job.min_ring:
+        if not problem.jobs[e.job].worth(e.size):
             return False
         seen.add(key)
         pool.append(e)

@@ -8,6 +8,9 @@ candidate embeddings of the chosen sizes, its decomposition and randomized round
    phi, the decomposition M_i (embeddings with phi > 0).
 3. Up to ``u_b`` rounding trials (:mod:`.rounding`), strict or paper mode.
 
+Before any LP: when every job's most valuable ring fits at once (found greedily), that is
+the slot's optimum and the LPs are skipped.
+
 Rings come out grouped by rack, each server once (§3.4.4): valid by construction.
 """
 
@@ -19,10 +22,52 @@ import numpy as np
 
 from mlsched.core.allocation import Placement
 from mlsched.scheduler.gadget.config_lp import solve_config_lp
+from mlsched.scheduler.gadget.embeddings import cheapest
 from mlsched.scheduler.gadget.problem import SlotProblem
 from mlsched.scheduler.gadget.rounding import Candidates, round_embeddings
 
 __all__ = ["SlotSolution", "lp_rs_mde"]
+
+
+def _everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
+    """When every job's most valuable ring fits at once, that is the optimum (no LP can do
+    better than each job at its best gain): found greedily, most valuable first, each at
+    the smallest size of its best gain; None as soon as one does not fit. Lightly loaded
+    slots, most of a run's, need no LP."""
+    jobs = problem.jobs
+    wanted = []
+    for i, job in enumerate(jobs):
+        sizes = [k for k in range(1, job.max_ring + 1) if job.worth(k)]
+        if sizes:
+            best = max(job.gain(k) for k in sizes)
+            wanted.append((best, i, next(k for k in sizes if job.gain(k) == best)))
+    used, link_used = np.zeros_like(problem.capacity, dtype=float), np.zeros(len(problem.links))
+    residual = problem
+    placements: dict[str, Placement] = {}
+    value = 0.0
+    for gain, i, k in sorted(wanted, key=lambda t: (-t[0], t[1])):
+        cap = residual.capacity
+        spread = np.divide(1.0, cap, out=np.zeros_like(cap, dtype=float), where=cap > 0)
+        found = cheapest(residual, i, spread, np.zeros(len(problem.links)), k)[k - 1]
+        if found is None:
+            return None
+        e = found[1]
+        job = jobs[i]
+        for s, count in e.workers:
+            used[s] += count * job.demand
+        for link in e.links:
+            link_used[link] += job.hop_gbps
+        residual = SlotProblem(
+            problem.cluster,
+            jobs,
+            np.maximum(problem.capacity - used, 0.0),
+            np.maximum(problem.link_capacity - link_used, 0.0),
+        )
+        placements[job.job_id] = e.placement()
+        value += gain
+    chosen = {jobs[i].job_id: k for _, i, k in wanted}
+    return SlotSolution(placements, value, value, value, chosen, 0, True, 0, 0)
+
 
 _MASS_TOL = 1e-7
 _PHI_TOL = 1e-9
@@ -55,9 +100,12 @@ def lp_rs_mde(
     alpha_v: float = 1.0 / 3.0,
     fill: bool = True,
 ) -> SlotSolution:
+    everyone = _everyone_at_best(problem)
+    if everyone is not None:
+        return everyone
     jobs = problem.jobs
     sizes_all = {
-        i: [k for k in range(1, job.max_ring + 1) if job.gain(k) > 0] for i, job in enumerate(jobs)
+        i: [k for k in range(1, job.max_ring + 1) if job.worth(k)] for i, job in enumerate(jobs)
     }
     full = solve_config_lp(problem, sizes_all)
     kappa: dict[int, int] = {}

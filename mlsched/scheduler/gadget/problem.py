@@ -21,9 +21,12 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.links import Links
 from mlsched.perfmodel.paths import ring_order
 
-__all__ = ["RingJob", "SlotProblem"]
+__all__ = ["NEGLIGIBLE_GAIN", "RingJob", "SlotProblem"]
 
 _TOLERANCE = 1e-6
+#: A gain below this is no reason to place a ring (a saturated sigmoid's increments are
+#: ~1e-15): the LP's pricing tolerance, so that the LP and its shortcut agree.
+NEGLIGIBLE_GAIN = 1e-7
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class RingJob:
 
     def gain(self, k: int) -> float:
         return self.gains[k - 1] if 1 <= k <= len(self.gains) else 0.0
+
+    def worth(self, k: int) -> bool:
+        """Whether a ring of k workers is worth placing for its gain."""
+        return k >= self.min_ring and self.gain(k) > NEGLIGIBLE_GAIN
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,7 @@ def test_ps_jobs_are_infeasible_and_options_are_checked() -> None:
         {"alpha_v": 1.5},
         {"fill": "yes"},
         {"idle_fill": 1},
+        {"max_lp_jobs": 0},
         {"x": 1},
     )
     for bad in bad_options:
@@ -360,3 +361,15 @@ def test_when_every_best_ring_fits_no_lp_is_solved() -> None:
     assert solution.columns == 0 and solution.value == solution.lp_value == 8.0
     assert {j: p.n_workers for j, p in solution.placements.items()} == {"a": 3, "b": 2}
     assert problem.check(solution.placements) == []
+
+
+def test_jobs_beyond_max_lp_jobs_take_only_what_is_left() -> None:
+    """With max_lp_jobs=1 only the job of the largest gain is in the LP; the other runs on
+    what its ring leaves (the idle fill), and nothing runs without the fill."""
+    jobs = [ring("big", max_workers=4), ring("small", max_workers=4, arrival=0)]
+    capped = run(two_rack_cluster(), jobs, GadgetPolicy(trials=5, max_lp_jobs=1), slots=1)
+    assert all(capped.records[j.job_id].slots_run == 1 for j in jobs)
+    alone = run(
+        two_rack_cluster(), jobs, GadgetPolicy(trials=5, max_lp_jobs=1, idle_fill=False), slots=1
+    )
+    assert sorted(r.slots_run for r in alone.records.values()) == [0, 1]

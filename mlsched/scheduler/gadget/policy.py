@@ -77,10 +77,12 @@ class GadgetPolicy(Policy):
         alpha_v: float = 1.0 / 3.0,
         fill: bool = True,
         idle_fill: bool = True,
+        max_lp_jobs: int = 200,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self.trials = _count(trials, "trials")
+        self.max_lp_jobs = _count(max_lp_jobs, "max_lp_jobs")
         if not (
             isinstance(alpha_v, (int, float)) and not isinstance(alpha_v, bool) and 0 < alpha_v <= 1
         ):
@@ -137,8 +139,18 @@ class GadgetPolicy(Policy):
         problem = SlotProblem.full(view.cluster, ring_jobs)
         seed = self.context.seed if self.context is not None else 0
         rng = np.random.default_rng((seed, slot))
+        # Spec 003 §3.6: the LP takes at most max_lp_jobs jobs, those of the largest gains
+        # (the rest may still take idle capacity); its size, not the cluster's, sets the
+        # time of a slot.
+        ranked = sorted(ring_jobs, key=lambda j: (-max(j.gains, default=0.0), j.job_id))
+        in_lp = ranked[: self.max_lp_jobs] if len(ring_jobs) > self.max_lp_jobs else ring_jobs
         solution = lp_rs_mde(
-            problem, rng, trials=self.trials, strict=True, alpha_v=self.alpha_v, fill=self.fill
+            SlotProblem.full(view.cluster, in_lp),
+            rng,
+            trials=self.trials,
+            strict=True,
+            alpha_v=self.alpha_v,
+            fill=self.fill,
         )
         placements = keep_previous(problem, solution.placements, view)
         if self.idle_fill:

@@ -364,9 +364,10 @@ def test_when_every_best_ring_fits_no_lp_is_solved() -> None:
 
 
 def test_jobs_beyond_max_lp_jobs_take_only_what_is_left() -> None:
-    """With max_lp_jobs=1 only the job of the largest gain is in the LP; the other runs on
-    what its ring leaves (the idle fill), and nothing runs without the fill."""
-    jobs = [ring("big", max_workers=4), ring("small", max_workers=4, arrival=0)]
+    """Two jobs whose best rings (6 workers each) do not fit the 8 GPUs together: with
+    max_lp_jobs=1 only one is in the LP; the other runs on what its ring leaves (the idle
+    fill), and nothing runs without the fill."""
+    jobs = [ring("big", max_workers=6), ring("small", max_workers=6)]
     capped = run(two_rack_cluster(), jobs, GadgetPolicy(trials=5, max_lp_jobs=1), slots=1)
     assert all(capped.records[j.job_id].slots_run == 1 for j in jobs)
     alone = run(

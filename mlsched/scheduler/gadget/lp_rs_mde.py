@@ -26,10 +26,10 @@ from mlsched.scheduler.gadget.embeddings import cheapest
 from mlsched.scheduler.gadget.problem import SlotProblem
 from mlsched.scheduler.gadget.rounding import Candidates, round_embeddings
 
-__all__ = ["SlotSolution", "lp_rs_mde"]
+__all__ = ["SlotSolution", "everyone_at_best", "lp_rs_mde"]
 
 
-def _everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
+def everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
     """When every job's most valuable ring fits at once, that is the optimum (no LP can do
     better than each job at its best gain): found greedily, most valuable first, each at
     the smallest size of its best gain; None as soon as one does not fit. Lightly loaded
@@ -100,7 +100,7 @@ def lp_rs_mde(
     alpha_v: float = 1.0 / 3.0,
     fill: bool = True,
 ) -> SlotSolution:
-    everyone = _everyone_at_best(problem)
+    everyone = everyone_at_best(problem)
     if everyone is not None:
         return everyone
     jobs = problem.jobs

@@ -31,7 +31,7 @@ from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import Arch, JobSpec
 from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, embedding_of
-from mlsched.scheduler.gadget.lp_rs_mde import lp_rs_mde
+from mlsched.scheduler.gadget.lp_rs_mde import everyone_at_best, lp_rs_mde
 from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
 from mlsched.scheduler.gadget.rounding import Ledger
 from mlsched.scheduler.policy import Policy
@@ -139,19 +139,20 @@ class GadgetPolicy(Policy):
         problem = SlotProblem.full(view.cluster, ring_jobs)
         seed = self.context.seed if self.context is not None else 0
         rng = np.random.default_rng((seed, slot))
-        # Spec 003 §3.6: the LP takes at most max_lp_jobs jobs, those of the largest gains
-        # (the rest may still take idle capacity); its size, not the cluster's, sets the
-        # time of a slot.
-        ranked = sorted(ring_jobs, key=lambda j: (-max(j.gains, default=0.0), j.job_id))
-        in_lp = ranked[: self.max_lp_jobs] if len(ring_jobs) > self.max_lp_jobs else ring_jobs
-        solution = lp_rs_mde(
-            SlotProblem.full(view.cluster, in_lp),
-            rng,
-            trials=self.trials,
-            strict=True,
-            alpha_v=self.alpha_v,
-            fill=self.fill,
-        )
+        solution = everyone_at_best(problem)
+        if solution is None:
+            # Spec 003 §3.6: the LP takes at most max_lp_jobs jobs, those of the largest
+            # gains (the rest may still take idle capacity); its size, not the cluster's,
+            # sets the time of a contended slot.
+            ranked = sorted(ring_jobs, key=lambda j: (-max(j.gains, default=0.0), j.job_id))
+            solution = lp_rs_mde(
+                SlotProblem.full(view.cluster, ranked[: self.max_lp_jobs]),
+                rng,
+                trials=self.trials,
+                strict=True,
+                alpha_v=self.alpha_v,
+                fill=self.fill,
+            )
         placements = keep_previous(problem, solution.placements, view)
         if self.idle_fill:
             # Least attained service first (as Tiresias): idle capacity brings the most

@@ -70,6 +70,7 @@ def test_hetero_trains_the_mix_with_its_testbed_settings(tmp_path: Path) -> None
         assert s.progress == s.total_work
 
 
+@pytest.mark.soak  # about 30 s of real training (make soak, CI): make test stays short
 def test_gadget_trains_rings_of_the_mix(tmp_path: Path) -> None:
     """``demo --policy gadget``: gadget schedules ring-all-reduce jobs only, so the demo
     offers the mix's PS jobs as all-reduce jobs; every job is admitted, placed as a ring

@@ -57,12 +57,7 @@ def everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
             used[s] += count * job.demand
         for link in e.links:
             link_used[link] += job.hop_gbps
-        residual = SlotProblem(
-            problem.cluster,
-            jobs,
-            np.maximum(problem.capacity - used, 0.0),
-            np.maximum(problem.link_capacity - link_used, 0.0),
-        )
+        residual = problem.minus(used, link_used)
         placements[job.job_id] = e.placement()
         value += gain
     chosen = {jobs[i].job_id: k for _, i, k in wanted}

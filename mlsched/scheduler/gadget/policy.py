@@ -276,13 +276,7 @@ def idle_fill(
     take what the slot leaves idle, in ``order`` (default: the problem's), each the largest
     ring that fits: no placed job loses anything, and a job whose utility is flat still
     finishes its work."""
-    used, link_used = problem.loads(placements)
-    residual = SlotProblem(
-        problem.cluster,
-        problem.jobs,
-        np.maximum(problem.capacity - used, 0.0),
-        np.maximum(problem.link_capacity - link_used, 0.0),
-    )
+    residual = problem.minus(*problem.loads(placements))
     out = dict(placements)
     cap = residual.capacity
     spread = np.divide(1.0, cap, out=np.zeros_like(cap, dtype=float), where=cap > 0)

@@ -74,6 +74,16 @@ class SlotProblem:
         """The problem on the whole, empty cluster."""
         return cls(cluster, tuple(jobs), cluster.capacity, cluster.links.capacity)
 
+    def minus(self, used: np.ndarray, link_used: np.ndarray) -> SlotProblem:
+        """The same jobs on what is left once ``used`` (servers x resources) and
+        ``link_used`` (Gbit/s per link) are taken."""
+        return SlotProblem(
+            self.cluster,
+            self.jobs,
+            np.maximum(self.capacity - used, 0.0),
+            np.maximum(self.link_capacity - link_used, 0.0),
+        )
+
     @property
     def links(self) -> Links:
         return self.cluster.links

@@ -120,7 +120,9 @@ def plot_bars(
     stds = [values[n][1] for n in names]
     ax.bar(range(len(names)), means, yerr=stds, capsize=4)
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=20)
+    # Many names need steeper labels, anchored at their bar, or they run into each other.
+    crowded = len(names) > 6
+    ax.set_xticklabels(names, rotation=45 if crowded else 20, ha="right" if crowded else "center")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)

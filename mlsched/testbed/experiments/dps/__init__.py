@@ -39,6 +39,7 @@ from mlsched.testbed.experiments.dps.common import (
     Item,
     run_item,
 )
+from mlsched.testbed.experiments.dps.diagnosis import diagnose, explain
 from mlsched.testbed.experiments.dps.plots import plots
 from mlsched.testbed.experiments.dps.profit import check_profit_order, check_regret, regret_facts
 from mlsched.testbed.experiments.dps.runtime import check_runtime, runtime_curves
@@ -110,12 +111,13 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         if any(r["scheme"] == name for r in schemes)
     }
     facts = regret_facts(schemes)
+    diagnosis = diagnose(schemes, PRIMARY, BENCHMARK)
     sweeps = {
         "delta": _sweep(records, "delta", s.delta_scales),
         "theta": _sweep(records, "theta", s.thetas),
     }
     checks: list[Check] = [
-        *check_profit_order(schemes),
+        *check_profit_order(schemes, explain(diagnosis)),
         check_regret(facts),
         check_runtime(schemes),
         check_u_shape("delta (x Theorem 2's)", s.delta_scales, sweeps["delta"]["regret"], 1.0),
@@ -141,6 +143,7 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         },
         "runtime": runtime_curves(schemes),
         "sweeps": sweeps,
+        "diagnosis": diagnosis,
         "bfp": {
             r["seed"]: {
                 "prices": r.get("prices"),
@@ -151,7 +154,7 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
             if r["scheme"] == BENCHMARK
         },
         "runs": [
-            {k: v for k, v in r.items() if k not in ("curve", "runtimes", "summary")}
+            {k: v for k, v in r.items() if k not in ("curve", "runtimes", "summary", "offers")}
             for r in records
         ],
         "failures": [f.to_dict() for f in failures],

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 
 from mlsched.controller.engine import RunResult
-from mlsched.core.allocation import JobState
+from mlsched.core.allocation import Allocation, JobState
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline.fixed_price import best_fixed_prices, build_model
-from mlsched.scheduler.view import RunContext
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.testbed.experiments.dps.diagnosis import offer_facts
 from mlsched.testbed.experiments.runner import Failure, SimulationConfig, try_simulate
 from mlsched.testbed.metrics import summarize
 from mlsched.testbed.workloads.base import Workload, load_workload
@@ -137,10 +139,17 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
             "replay_profit": found.profit,
             "replays": found.evaluations,
         }
+    seen: list[Policy] = []
+
+    def keep(policy: Policy, view: ClusterView, allocation: Allocation) -> None:
+        if not seen:
+            seen.append(policy)
+
     outcome = try_simulate(
         w,
         SimulationConfig(item.policy, seed=item.seed, policy_options=options),
         context={"part": item.part, "scheme": item.name},
+        on_allocate=keep,
     )
     if isinstance(outcome, Failure):
         return Failure(item.name, outcome.seed, outcome.error, outcome.context)
@@ -161,5 +170,6 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         "curve": profit_curve(outcome, item.scale.horizon),
         "runtimes": runtimes(outcome),
         "explore_end": max(explored) if explored else None,
+        "offers": offer_facts(getattr(seen[0], "decisions", ())) if seen else None,
         **extra,
     }

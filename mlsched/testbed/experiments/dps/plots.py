@@ -11,7 +11,7 @@ import numpy as np
 from mlsched.testbed.experiments.dps.common import PRIMARY, SCHEMES, DpsScale
 from mlsched.testbed.experiments.dps.profit import regret_curves
 from mlsched.testbed.experiments.dps.runtime import runtime_curves
-from mlsched.testbed.plots import plot_curves, plot_lines
+from mlsched.testbed.plots import plot_bars, plot_curves, plot_lines
 
 __all__ = ["plots"]
 
@@ -93,4 +93,31 @@ def plots(
                 title=f"{fig.replace('fig', 'Fig. ')}: final regret over {label}",
             )
         )
+    prices = _prices(records)
+    if prices:
+        paths.append(
+            plot_bars(
+                out_dir / "prices_by_role.png",
+                prices,
+                ylabel="mean unit price offered (std over seeds)",
+                title=f"Unit prices per role (W: worker, P: PS; {_where(s)})",
+            )
+        )
     return paths
+
+
+def _prices(records: Sequence[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(mean, std) over seeds of each scheme's mean priced offer per role: DPS's two
+    bandits against BFP's joint prices (docs/algorithms/dps.md)."""
+    out: dict[str, tuple[float, float]] = {}
+    for name in SCHEMES:
+        for role, tag in (("worker", "W"), ("ps", "P")):
+            seen = [
+                r["offers"]["mean_price"][role]
+                for r in records
+                if r["scheme"] == name and r.get("offers") is not None
+            ]
+            kept = [v for v in seen if v is not None]
+            if kept:
+                out[f"{name} {tag}"] = (float(np.mean(kept)), float(np.std(kept)))
+    return out

@@ -54,13 +54,18 @@ def _order(
     )
 
 
-def check_profit_order(records: Sequence[dict[str, Any]]) -> list[Check]:
+def check_profit_order(
+    records: Sequence[dict[str, Any]], why: dict[str, str] | None = None
+) -> list[Check]:
+    """The three orderings of (i); ``why`` adds the diagnosis' texts (``simple``,
+    ``random``) to the details of the first two."""
+    why = why or {}
     simple, d1 = _order(records, "dps-simple", 1.0, True)
     rand, d2 = _order(records, "random-price", WIDE_MARGIN, False)
     top, d3 = _order(records, "top", 1.0, False)
     return [
-        Check("(i) DPS earns more than DPS-simple", simple, d1),
-        Check(f"(i) DPS earns at least {WIDE_MARGIN:g}x Random", rand, d2),
+        Check("(i) DPS earns more than DPS-simple", simple, d1 + why.get("simple", "")),
+        Check(f"(i) DPS earns at least {WIDE_MARGIN:g}x Random", rand, d2 + why.get("random", "")),
         Check("(i) DPS earns at least the TOP stand-in", top, d3),
     ]
 

@@ -176,6 +176,35 @@ def test_every_offer_counts_and_only_sales_add_units() -> None:
         assert arms.offers.sum() == 27 and arms.sold.sum() == 0
 
 
+@pytest.mark.parametrize(
+    ("scheme", "same"), [("dps-simple", {"explore_fraction": 0.0}), ("rs", {"placement": "random"})]
+)
+def test_a_variant_by_name_is_dps_with_its_option(scheme: str, same: dict[str, object]) -> None:
+    """``dps-simple`` and ``rs`` run exactly as ``dps`` with the option their scheme fixes
+    (every offer and every answer the same), other options pass through, and they differ
+    from plain ``dps`` on this workload."""
+    w = load_workload("dps-paper", seed=1, jobs=120, horizon=200, options={"servers": 3})
+    runs = {}
+    for name, options in ((scheme, {}), ("dps", same), ("dps", {})):
+        policy = create(name, eta_scale=0.5, **options)
+        assert isinstance(policy, DpsPolicy)
+        engine = Engine(
+            w.cluster,
+            policy,
+            SimulatedExecutor(w.cluster, w.slot_seconds, families=w.runtime),
+            RuntimeEstimator(w.cluster, w.runtime),
+            slot_seconds=w.slot_seconds,
+            horizon=w.horizon_slots,
+            catalogue=w.jobs,
+        )
+        engine.submit_all(w.jobs)
+        engine.run()
+        key = (name, tuple(options))
+        runs[key] = [(d.phase, d.charge, d.servers, d.accepted) for d in policy.decisions]
+    variant, twin, plain = runs.values()
+    assert variant == twin and variant != plain
+
+
 def test_exactly_floor_theta_n_jobs_explore_at_price_zero() -> None:
     """40 jobs of one type pair, theta = 0.26: the first floor(10.4) = 10 arrivals are
     offered 0 (capacity never binds: one short job at a time), the rest a price."""
@@ -313,6 +342,8 @@ def test_random_placement_uses_only_free_slots_and_is_seeded() -> None:
         ("dps", {"placement": "spread"}, "placement"),
         ("dps", {"price_scale": 0}, "price_scale"),
         ("dps", {"window": 0}, "window"),
+        ("dps-simple", {"explore_fraction": 0.1}, "explore_fraction"),
+        ("rs", {"placement": "pa"}, "placement"),
         ("top", {"expected_jobs": 2.5}, "expected_jobs"),
         ("bfp", {"prices": {"w0": 0.5}}, "prices"),
         ("bfp", {"prices": {"worker:w0": 1.5}}, "prices['worker:w0']"),

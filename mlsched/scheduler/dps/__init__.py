@@ -6,7 +6,8 @@ type), :mod:`~.grid` (δ, the price levels, θ, η), :mod:`~.bandit` (one type's
 index), :mod:`~.placement` (PA and random placement), :mod:`~.posted` (what the pricing
 schemes share: capacity check, quote, placement, run to completion, the decision record),
 :mod:`~.policy` (Alg. 1, registered as ``dps``; ``explore_fraction=0`` is DPS-simple,
-``placement=random`` DPS-RS) and the baselines :mod:`~.bfp` (``bfp``), :mod:`~.top`
+``placement=random`` DPS-RS; both are registered under their scheme names, ``dps-simple``
+and ``rs``, by :mod:`~.variants`) and the baselines :mod:`~.bfp` (``bfp``), :mod:`~.top`
 (``top``) and :mod:`~.random_price` (``random-price``). The best fixed prices are found by
 :mod:`mlsched.scheduler.offline.fixed_price`.
 """
@@ -20,12 +21,15 @@ from mlsched.scheduler.dps.posted import Offer, PostedPricePolicy, Prices
 from mlsched.scheduler.dps.random_price import RandomPricePolicy
 from mlsched.scheduler.dps.top import TopPolicy
 from mlsched.scheduler.dps.types import Shape, TypeBook, TypeState, shape_of
+from mlsched.scheduler.dps.variants import DpsRsPolicy, DpsSimplePolicy
 
 __all__ = [
     "DEFAULT_EXPLORE_FRACTION",
     "Arms",
     "Choice",
     "DpsPolicy",
+    "DpsRsPolicy",
+    "DpsSimplePolicy",
     "FixedPricePolicy",
     "Offer",
     "PostedPricePolicy",

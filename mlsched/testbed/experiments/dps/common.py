@@ -23,11 +23,11 @@ from mlsched.testbed.workloads.base import Workload, load_workload
 #: without exploration (θ = 0), DPS-RS DPS with random placement.
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
     "dps": ("dps", {}),
-    "dps-simple": ("dps", {"explore_fraction": 0.0}),
+    "dps-simple": ("dps-simple", {}),
     "bfp": ("bfp", {}),
     "top": ("top", {}),
     "random-price": ("random-price", {}),
-    "rs": ("dps", {"placement": "random"}),
+    "rs": ("rs", {}),
 }
 PRIMARY = "dps"
 BENCHMARK = "bfp"

@@ -168,6 +168,7 @@ def test_relayout_between_slots_resumes_from_the_checkpoint(
         ctl.stop()
 
 
+@pytest.mark.soak  # about 40 s a launcher; make soak (CI). make test keeps the re-layout
 @pytest.mark.parametrize(("launch", "tag"), LAUNCHES[1:])
 def test_a_lost_rank_fails_its_generation_and_the_job_resumes(
     tmp_path: Path, launch: dict[str, str], tag: str
@@ -207,6 +208,7 @@ def test_a_lost_rank_fails_its_generation_and_the_job_resumes(
         ctl.stop()
 
 
+@pytest.mark.soak  # about 40 s; make soak (CI). make test keeps the agent-loss status test
 def test_agent_lost_mid_slot_job_resumes_on_the_survivor(tmp_path: Path) -> None:
     ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-move")
     total = 1200

@@ -99,10 +99,11 @@ def test_the_offer_facts_count_each_phase_and_role_once() -> None:
     assert (facts["priced"], facts["exploit"], facts["zero_price"]) == (3, 2, 1)
     assert facts["zero_price_accepted"] == 1
     assert facts["capacity_bound"] == {"worker": 1, "ps": 1}
+    assert facts["exploit_by_role"] == {"worker": 2, "ps": 1}  # d has no PS
     assert facts["mean_price"] == {"worker": pytest.approx(0.4), "ps": pytest.approx(0.4)}
     record = {"scheme": "dps", "seed": 0, "profit": 1.0, "offers": facts}
     why = diagnose([record])
-    assert why["capacity_bound_share"] == {"worker": 0.5, "ps": 0.5}
+    assert why["capacity_bound_share"] == {"worker": 0.5, "ps": 1.0}
     assert "bfp_over_random" not in why  # no BFP or Random run to compare
 
 

@@ -33,6 +33,7 @@ def offer_facts(decisions: Iterable[Any]) -> dict[str, Any]:
     capacity bound was the smaller; the mean unit price offered per role."""
     priced: dict[str, list[float]] = {r: [] for r in ROLES}
     capacity = {r: 0 for r in ROLES}
+    exploited = {r: 0 for r in ROLES}  # DPS's own offers with a price for the role
     counts = {"priced": 0, "zero_price": 0, "zero_price_accepted": 0, "exploit": 0}
     for d in decisions:
         if d.phase == "explore":
@@ -47,10 +48,12 @@ def offer_facts(decisions: Iterable[Any]) -> dict[str, Any]:
             if role == "ps" and not d.n_ps:
                 continue
             priced[role].append(float(getattr(d, f"{role}_price")))
+            exploited[role] += d.phase == "exploit"
             capacity[role] += getattr(d, f"{role}_term") == "capacity"
     return {
         **counts,
         "capacity_bound": capacity,
+        "exploit_by_role": exploited,
         "mean_price": {r: float(np.mean(v)) if v else None for r, v in priced.items()},
     }
 
@@ -71,11 +74,13 @@ def diagnose(
             by_scheme.setdefault(r["scheme"], []).append(r)
     out: dict[str, Any] = {}
     dps = by_scheme.get(primary, [])
-    exploit = sum(r["offers"]["exploit"] for r in dps)
-    if exploit:
-        out["capacity_bound_share"] = {
-            role: sum(r["offers"]["capacity_bound"][role] for r in dps) / exploit for role in ROLES
-        }
+    if dps:
+        shares = {}
+        for role in ROLES:
+            offers = sum(r["offers"]["exploit_by_role"][role] for r in dps)
+            bound = sum(r["offers"]["capacity_bound"][role] for r in dps)
+            shares[role] = bound / offers if offers else 0.0
+        out["capacity_bound_share"] = shares
         out["zero_price_jobs"] = float(np.mean([r["offers"]["zero_price_accepted"] for r in dps]))
     profits = {n: float(np.mean([r["profit"] for r in rs])) for n, rs in by_scheme.items()}
     if profits.get(benchmark) and profits.get("random-price"):

@@ -33,7 +33,7 @@ demo: install
 test: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not reproduction and not soak" tests
 
-# Long fault runs on the real testbed (about 3 minutes; CI runs them).
+# Long real-process runs, each beside a shorter sibling in make test (about 8 minutes; CI runs them).
 soak: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m soak tests
 

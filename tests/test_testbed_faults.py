@@ -105,7 +105,8 @@ def _checkpoints(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 LAUNCHES = [
-    pytest.param({"launcher": "direct"}, "r", id="direct"),
+    # A rank per process re-lays out as torchrun does (make test keeps torchrun): make soak.
+    pytest.param({"launcher": "direct"}, "r", id="direct", marks=pytest.mark.soak),
     pytest.param({"launcher": "torchrun"}, "n", id="torchrun"),
     pytest.param(
         {"backend": "horovod"},

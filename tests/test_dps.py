@@ -19,6 +19,7 @@ from mlsched.scheduler.dps.bandit import Arms
 from mlsched.scheduler.dps.placement import pa, random_placement
 from mlsched.testbed.simulator import SimulatedExecutor
 from mlsched.testbed.workloads import load_workload
+from mlsched.testbed.workloads.base import Workload
 
 SLOT_S = 300.0
 
@@ -68,6 +69,21 @@ def engine_for(
         catalogue=jobs,
     )
     engine.submit_all(jobs)
+    return engine
+
+
+def workload_engine(w: Workload, policy: DpsPolicy) -> Engine:
+    """An engine running a workload's jobs under ``policy``, as the simulator does."""
+    engine = Engine(
+        w.cluster,
+        policy,
+        SimulatedExecutor(w.cluster, w.slot_seconds, families=w.runtime),
+        RuntimeEstimator(w.cluster, w.runtime),
+        slot_seconds=w.slot_seconds,
+        horizon=w.horizon_slots,
+        catalogue=w.jobs,
+    )
+    engine.submit_all(w.jobs)
     return engine
 
 
@@ -188,17 +204,7 @@ def test_a_variant_by_name_is_dps_with_its_option(scheme: str, same: dict[str, o
     for name, options in ((scheme, {}), ("dps", same), ("dps", {})):
         policy = create(name, eta_scale=0.5, **options)
         assert isinstance(policy, DpsPolicy)
-        engine = Engine(
-            w.cluster,
-            policy,
-            SimulatedExecutor(w.cluster, w.slot_seconds, families=w.runtime),
-            RuntimeEstimator(w.cluster, w.runtime),
-            slot_seconds=w.slot_seconds,
-            horizon=w.horizon_slots,
-            catalogue=w.jobs,
-        )
-        engine.submit_all(w.jobs)
-        engine.run()
+        workload_engine(w, policy).run()
         key = (name, tuple(options))
         runs[key] = [(d.phase, d.charge, d.servers, d.accepted) for d in policy.decisions]
     variant, twin, plain = runs.values()
@@ -241,16 +247,7 @@ def test_occupancy_never_exceeds_capacity_and_matches_the_placements() -> None:
     )
     policy = create("dps")
     assert isinstance(policy, DpsPolicy)
-    engine = Engine(
-        w.cluster,
-        policy,
-        SimulatedExecutor(w.cluster, w.slot_seconds, families=w.runtime),
-        RuntimeEstimator(w.cluster, w.runtime),
-        slot_seconds=w.slot_seconds,
-        horizon=w.horizon_slots,
-        catalogue=w.jobs,
-    )
-    engine.submit_all(w.jobs)
+    engine = workload_engine(w, policy)
     while not engine.done():
         engine.step()
         for (role, name), state in policy.types.items():

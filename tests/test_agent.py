@@ -526,7 +526,11 @@ def test_a_task_with_gpu_indices_trains_on_its_gpu(tmp_path: Path) -> None:
             ctl.want(task_spec(tmp_path, "gpu", device="cuda", gpu_indices=[0]))
             final = exited(ctl, "gpu", 120)
     assert (final.exit_code, final.exit_reason) == (0, "completed"), final.exit_reason
-    assert ctl.beats[-1].telemetry.nvml
+    # The agent's last heartbeat, at shutdown, carries no telemetry: look at those before it.
+    gpu_beats = [b for b in ctl.beats if b.HasField("telemetry") and b.telemetry.nvml]
+    assert gpu_beats, "no heartbeat carried NVML telemetry"
+    assert all(b.telemetry.gpus for b in gpu_beats)
+    assert any(g.HasField("mem_used_bytes") for b in gpu_beats for g in b.telemetry.gpus)
 
 
 def test_hostile_task_specs_fail_alone_and_the_agent_stays_up(tmp_path: Path) -> None:

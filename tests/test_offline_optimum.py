@@ -241,34 +241,89 @@ def test_performance_ratio_edges() -> None:
         performance_ratio(1.0, math.nan)
 
 
-def test_time_limit_reports_status_gap_and_bound_honestly() -> None:
-    # Ten jobs on six servers over ten slots: more than a tiny time limit can prove.
-    c = cluster((3, 2, 4), (2, 3, 2))
-    jobs = [
-        job(
-            f"j{i}",
-            2 + i % 4,
-            Utility.sigmoid(10 + 7 * i % 30, [0.0, 0.5, 5.0][i % 3], 1 + i % 4),
-            arrival=i % 5,
-            cap=1 + i % 3,
+def _packing_instance() -> tuple[list[JobSpec], Cluster]:
+    """Twenty jobs over three slots on three worker servers short of three resources each:
+    a packing problem that one branch-and-bound node does not prove (seeded, fixed)."""
+    rng = np.random.default_rng(0)
+    workers = [
+        Server(
+            f"w{i}",
+            ResourceVector({"cpu": 23 + i, "mem": 31 - 2 * i, "gpu": 13 + i}),
+            pool=Pool.WORKER,
         )
-        for i in range(10)
+        for i in range(3)
     ]
-    result = offline_optimum(jobs, c, RuntimeEstimator(c), SLOT_S, 10, time_limit_s=0.05)
-    assert result.status in (
-        SolveStatus.OPTIMAL,
-        SolveStatus.TIME_LIMIT,
-        SolveStatus.FAILED,
-    )
-    if result.status is SolveStatus.TIME_LIMIT:
-        assert result.gap is not None and result.gap >= 0
-        assert result.bound is not None and result.bound >= result.total_utility - 1e-9
-    if result.status is SolveStatus.FAILED:
-        assert result.total_utility == 0 and not result.admitted
-    full = offline_optimum(jobs, c, RuntimeEstimator(c), SLOT_S, 10, time_limit_s=30)
-    assert full.total_utility >= result.total_utility - 1e-6
-    if full.bound is not None:
-        assert full.bound >= full.total_utility - 1e-9
+    ps = Server("p0", ResourceVector({"cpu": 1000, "mem": 1000, "gpu": 1000}), pool=Pool.PS)
+    c = Cluster((*workers, ps))
+    jobs = []
+    for i in range(20):
+        k = int(rng.integers(1, 4))
+        jobs.append(
+            JobSpec(
+                f"j{i}",
+                chunks=1,
+                arrival_slot=int(rng.integers(0, 3)),
+                max_workers=k,
+                batches_per_chunk=int(RATE) * k * int(rng.integers(1, 3)),
+                worker=ResourceVector(
+                    {
+                        "cpu": int(rng.integers(1, 8)),
+                        "mem": int(rng.integers(1, 9)),
+                        "gpu": int(rng.integers(1, 5)),
+                    }
+                ),
+                ps=ResourceVector({"cpu": 1}),
+                compute_s=1.0,
+                gradient_mb=0.0,
+                utility=Utility.sigmoid(float(rng.integers(5, 60)), 0.5, float(rng.integers(1, 3))),
+            )
+        )
+    return jobs, c
+
+
+def test_a_limited_solve_reports_status_gap_and_bound_honestly() -> None:
+    """Stopped by a limit (the node limit: the same stopping point on any machine, where a
+    clock limit would depend on its speed), the result is the schedule found so far, flagged
+    as not proven, with a gap and a bound that the proven optimum respects."""
+    jobs, c = _packing_instance()
+    est = RuntimeEstimator(c)
+    limited = offline_optimum(jobs, c, est, SLOT_S, 3, time_limit_s=60, node_limit=1)
+    assert limited.status is SolveStatus.TIME_LIMIT, limited.message
+    assert not limited.optimal
+    assert limited.admitted and limited.total_utility > 0
+    assert limited.gap is not None and limited.gap > 0
+    assert limited.bound is not None and limited.bound > limited.total_utility
+    full = offline_optimum(jobs, c, est, SLOT_S, 3, time_limit_s=60)
+    assert full.status is SolveStatus.OPTIMAL and full.optimal
+    assert full.bound is not None and full.bound >= full.total_utility - 1e-9
+    assert limited.total_utility <= full.total_utility + 1e-6 <= limited.bound + 2e-6
+    # Both schedules are what they claim: each admitted job completes, scored as reported.
+    for res in (limited, full):
+        total = sum(
+            j.utility(res.completion[j.job_id] - j.arrival_slot)
+            for j in jobs
+            if j.job_id in res.admitted
+        )
+        assert total == pytest.approx(res.total_utility)
+
+
+def test_a_solve_without_a_schedule_reports_nothing_admitted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HiGHS stopped before any incumbent (a limit on a hard instance; no instance does it
+    on every machine, so the solver's answer is injected): nothing is admitted, the utility
+    is 0, and the status and the solver's bound are passed on."""
+    from mlsched.scheduler.offline import optimum as module
+    from mlsched.scheduler.solvers.highs import SolveResult
+
+    jobs, c = _packing_instance()
+    failed = SolveResult(SolveStatus.FAILED, None, None, "limit before any incumbent", 300.0)
+    monkeypatch.setattr(module, "solve_offline", lambda *a, **k: failed)
+    res = offline_optimum(jobs, c, RuntimeEstimator(c), SLOT_S, 3, time_limit_s=60)
+    assert res.status is SolveStatus.FAILED and not res.optimal
+    assert res.total_utility == 0 and res.admitted == () and dict(res.schedule) == {}
+    assert res.bound == 300.0 and res.gap is None
+    assert res.variables > len(jobs) and res.message == "limit before any incumbent"
 
 
 def test_unschedulable_jobs_and_bad_input() -> None:

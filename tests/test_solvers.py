@@ -119,6 +119,29 @@ def test_time_limited_milp_reports_what_it_has() -> None:
         assert res.x is None and res.objective is None
 
 
+def test_a_node_limited_milp_keeps_its_incumbent_and_bound() -> None:
+    """The node limit stops HiGHS at the same point on any machine (unlike the clock): a
+    5-constraint, 60-item knapsack that one node cannot prove. scipy reports that stop as
+    an unrecognised status with the incumbent attached; the wrapper must report the limit
+    and keep the point (Dorm's node-limited solves fell back to DRF when it did not)."""
+    rng = np.random.default_rng(0)
+    weights = rng.integers(10, 100, (5, 60)).astype(float)
+    values = weights.sum(0) / 5 + rng.integers(0, 20, 60)
+    cap = weights.sum(1) // 2
+    res = solve_milp(values, weights, cap, bounds=(0, 1), maximize=True, time_limit_s=60,
+                     node_limit=1)  # fmt: skip
+    assert res.status is SolveStatus.TIME_LIMIT, res.message
+    assert res.x is not None and res.objective is not None
+    assert np.all(weights @ res.x <= cap + 1e-6)
+    assert np.allclose(res.x, np.round(res.x))
+    assert res.dual_bound is not None and res.mip_gap is not None and res.mip_gap > 0
+    assert res.objective < res.dual_bound  # not proven: the bound (of a maximum) is above
+    # The bound lies between the incumbent and the LP relaxation's value: branch and bound
+    # only tightens the relaxation (proving the optimum itself takes tens of seconds).
+    relaxed = solve_lp(values, weights, cap, bounds=(0, 1), maximize=True)
+    assert relaxed.objective is not None and res.dual_bound <= relaxed.objective + 1e-6
+
+
 def test_milp_requires_a_time_limit() -> None:
     with pytest.raises(TypeError, match="time_limit_s"):
         solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP)  # type: ignore[call-arg]

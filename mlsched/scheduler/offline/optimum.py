@@ -123,9 +123,15 @@ def check_offline_inputs(
 
 
 def solve_offline(
-    m: MilpModel, n: int, *, time_limit_s: float, mip_rel_gap: float | None
+    m: MilpModel,
+    n: int,
+    *,
+    time_limit_s: float,
+    mip_rel_gap: float | None,
+    node_limit: int | None = None,
 ) -> SolveResult:
-    """Maximise an offline model's objective with HiGHS under the time limit."""
+    """Maximise an offline model's objective with HiGHS under the time limit (and, when
+    given, the branch-and-bound node limit: a limit that stops at the same point anywhere)."""
     return solve_milp(
         np.array(m.obj),
         m.a_ub(n),
@@ -134,6 +140,7 @@ def solve_offline(
         bounds=list(zip(m.lo, m.hi, strict=True)),
         time_limit_s=time_limit_s,
         mip_rel_gap=mip_rel_gap,
+        node_limit=node_limit,
         maximize=True,
     )
 
@@ -214,12 +221,13 @@ def offline_optimum(
     time_limit_s: float,
     mip_rel_gap: float | None = None,
     rates: Mapping[str, float] | None = None,
+    node_limit: int | None = None,
 ) -> OfflineResult:
     """Solve spec 001's offline problem (1)-(13) on ``jobs`` over slots ``0..horizon-1``.
 
     ``rates`` overrides the work units per worker per slot of some jobs (default:
     :func:`worker_rate`). ``time_limit_s`` is required; see :class:`OfflineResult` for what
-    comes back when it is reached.
+    comes back when it (or ``node_limit``, the solver's branch-and-bound nodes) is reached.
     """
     ids = check_offline_inputs(jobs, horizon, slot_seconds, "the offline problem")
     start = time.perf_counter()
@@ -313,7 +321,9 @@ def offline_optimum(
             message="no job can be scheduled",
             rates=rate_of,
         )
-    res = solve_offline(m, n, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap)
+    res = solve_offline(
+        m, n, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, node_limit=node_limit
+    )
     seconds = time.perf_counter() - start
     if not res.ok or res.x is None:
         return unsolved(res, seconds, (n, len(m.b)), unschedulable, rate_of)
@@ -329,8 +339,8 @@ def offline_optimum(
         slots: dict[int, Placement] = {}
         for t in sorted(per_slot):
             cols_t = per_slot[t]
-            w = {h: n for c, h in cols_t.ys if (n := round(float(x[c]))) > 0}
-            p = {k: n for c, k in cols_t.zs if (n := round(float(x[c]))) > 0}
+            w = {h: k for c, h in cols_t.ys if (k := round(float(x[c]))) > 0}
+            p = {s: k for c, s in cols_t.zs if (k := round(float(x[c]))) > 0}
             if not w:
                 continue
             slots[t] = Placement.of(w, p)

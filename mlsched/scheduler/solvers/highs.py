@@ -13,9 +13,10 @@ error. So these functions
 * take ``maximize=True`` and report the objective in the caller's sense;
 * keep HiGHS's own prints off standard output (:mod:`~mlsched.scheduler.solvers.quiet`).
 
-scipy's status codes (``linprog`` and ``milp`` agree): 0 optimal, 1 iteration/time/node
+scipy's status codes (``linprog`` and ``milp`` agree): 0 optimal, 1 iteration/time
 limit, 2 infeasible, 3 unbounded, 4 other (numerical trouble; for ``milp`` also "infeasible
-or unbounded").
+or unbounded"). scipy (1.17) reports HiGHS stopping at ``node_limit`` as 4, "not recognized",
+with the incumbent attached: :func:`solve_milp` reads it as the limit it is.
 """
 
 from __future__ import annotations
@@ -116,9 +117,17 @@ def _time_limit(value: Any, *, required: bool) -> float | None:
     return float(value)
 
 
+# HiGHS' model status kSolutionLimit, which its MILP solver reports when the node limit
+# stops it: scipy does not map it (status 4, "not recognized") but hands over the incumbent.
+_HIGHS_SOLUTION_LIMIT = "(HiGHS Status 16:"
+
+
 def _result(res: Any, maximize: bool, what: str) -> SolveResult:
     x = None if res.x is None else np.asarray(res.x, dtype=float)
-    status = _status(int(res.status), x is not None)
+    code = int(res.status)
+    if code == 4 and _HIGHS_SOLUTION_LIMIT in str(res.message):
+        code = 1  # a limit, like the clock's: the incumbent (if any) is a feasible point
+    status = _status(code, x is not None)
     objective = None
     if status.has_solution and res.fun is not None:
         objective = -float(res.fun) if maximize else float(res.fun)

@@ -7,6 +7,7 @@ finalizer through the same path as ``mlsched cluster down``.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import os
@@ -31,6 +32,8 @@ from mlsched.emulation.netns import (
 from mlsched.emulation.shaping import read_rate_bits
 from mlsched.emulation.state import ClusterState, ProcessEntry, process_start_time
 from mlsched.emulation.topology import DATA_NET, MGMT_NETS, EmulationSpec, plan_network
+
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
 
 _MISSING = missing_requirements()
 needs_root = pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ok")
@@ -272,13 +275,36 @@ def test_commands_refuse_what_they_cannot_do(
 def test_testbed_workload_is_the_emulated_cluster_and_fidelity_compares_jcts() -> None:
     from mlsched.emulation.experiment import fidelity_rows, testbed_workload
     from mlsched.testbed.experiments.runner import SimulationConfig, simulate
+    from mlsched.testbed.metrics import jct_s
 
     spec = EmulationSpec(hosts=4, racks=2, host_gbps=1.0, rack_gbps=0.2)
     workload = testbed_workload(spec, slot_seconds=5.0)
     cluster = workload.cluster
     assert [s.rack for s in cluster.servers] == ["rack0", "rack0", "rack1", "rack1"]
     assert cluster.path_gbps(0, 1) == 1.0 and cluster.path_gbps(0, 2) == 0.2
-    fifo = simulate(workload, SimulationConfig("fifo"))
-    rows = fidelity_rows(fifo, fifo)
-    assert {r["job_id"] for r in rows} == {j.job_id for j in workload.jobs}
-    assert all(r["measured_over_simulated"] == pytest.approx(1.0) for r in rows)
+    # Two different runs, as the experiment compares: "measured" with every job's compute
+    # twice as long, "simulated" without the last job. A run compared with itself would
+    # pass with the two arguments swapped or one of them read twice.
+    slowed = dataclasses.replace(
+        workload,
+        jobs=tuple(dataclasses.replace(j, compute_s=2 * j.compute_s) for j in workload.jobs),
+    )
+    measured = simulate(slowed, SimulationConfig("fifo"))
+    dropped = workload.jobs[-1].job_id
+    short = dataclasses.replace(workload, jobs=workload.jobs[:-1])
+    simulated = simulate(short, SimulationConfig("fifo"))
+    rows = {r["job_id"]: r for r in fidelity_rows(measured, simulated)}
+    assert set(rows) == {j.job_id for j in workload.jobs}
+    assert rows[dropped]["jct_simulated_s"] is None
+    assert rows[dropped]["measured_over_simulated"] is None
+    ratios = []
+    for job_id, r in rows.items():
+        jm = jct_s(measured.records[job_id], measured.slot_seconds)
+        assert r["jct_measured_s"] == jm and r["state_measured"] == "done"
+        if job_id == dropped:
+            continue
+        js = jct_s(simulated.records[job_id], simulated.slot_seconds)
+        assert r["jct_simulated_s"] == js
+        assert r["measured_over_simulated"] == pytest.approx(jm / js)
+        ratios.append(jm / js)
+    assert max(ratios) > 1.0  # twice the compute takes longer somewhere

@@ -21,9 +21,10 @@ from mlsched.testbed.experiments.pdors.checks import (
     check_ratio,
     check_rounding,
     check_utility,
+    rounding_ratios,
     with_variants,
 )
-from mlsched.testbed.experiments.pdors.common import Item, run_item, schemes
+from mlsched.testbed.experiments.pdors.common import SCALE_SETTINGS, Item, run_item, schemes
 from mlsched.testbed.experiments.pool import Runner
 from mlsched.testbed.workloads.pdors import pdors_paper
 
@@ -159,8 +160,22 @@ def test_smoke_run_writes_results_plots_and_named_summary(tmp_path: Path, monkey
     assert [n.split(":")[0] for n in names[:6]] == ["1", "2", "3", "4", "5", "6"]
     assert all(c["detail"] for c in res["checks"])
     assert res["failures"] == []
+    # Every part ran, so each of its figures is drawn (a loop over none would pass); Fig. 11
+    # only where a rounding ratio is known (at the smoke point no rounded run earns utility).
+    expected = {
+        "fig10_ratio_vs_machines.png",
+        "fig14_gain_by_mix.png",
+        "fig7_utility_vs_jobs.png",
+        "fig9_median_training_time.png",
+    }
+    rounding = [r for r in res["runs"] if r["part"] == "rounding"]
+    if any(
+        v is not None for v in rounding_ratios(rounding, SCALE_SETTINGS["smoke"].gains).values()
+    ):
+        expected.add("fig11_rounding_ratio.png")
+    assert set(res["plots"]) == expected
     for plot in res["plots"]:
-        assert (tmp_path / plot).stat().st_size > 0
+        assert (tmp_path / plot).read_bytes().startswith(b"\x89PNG")
     # Every scheme of a seed saw the same jobs: the job counts agree per point.
     parts = {r["part"] for r in res["runs"]}
     assert parts == {"utility", "median", "rounding", "mix"}

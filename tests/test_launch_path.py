@@ -2,7 +2,8 @@
 
 No processes here: what the controller renders for a layout, what crosses the wire and
 comes back, and the command each launch kind runs (the processes themselves run in
-tests/test_testbed_launch.py)."""
+tests/test_trainers_ddp.py, tests/test_trainers_ps.py, tests/test_trainers_horovod.py and,
+launched by agents, tests/test_testbed_faults.py)."""
 
 from __future__ import annotations
 

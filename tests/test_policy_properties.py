@@ -291,3 +291,29 @@ def test_a_lone_admitted_job_finishes(name: str, scenario: Scenario) -> None:
             f"{record.state.value} after {run.result.slots} slots"
             + (" (the engine detected a stall)" if run.result.stalled else "")
         )
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_a_lone_job_that_fits_is_admitted_and_finishes(name: str, tiny_cluster: Cluster) -> None:
+    """The property above passes for a policy that rejects every lone job; this one does
+    not: a small job of a kind the policy supports, worth more than it could cost, on an
+    empty cluster that holds it whole, must be admitted and finish."""
+    arch = Arch.PS if Arch.PS in create(name).archs else Arch.ALLREDUCE
+    job = JobSpec(
+        "lone",
+        arch=arch,
+        chunks=2,
+        batches_per_chunk=50,
+        requested_workers=1,  # for the policies that fix the counts
+        requested_ps=1,
+        worker=ResourceVector({"gpu": 1, "cpu": 2}),
+        ps=ResourceVector({"cpu": 1}),
+        compute_s=0.1,
+        gradient_mb=1.0,
+        utility=Utility.constant(10.0),
+    )
+    scenario = Scenario(cluster=tiny_cluster, jobs=(job,), horizon=None, seed=0)
+    run = run_recorded(scenario, name, max_slots=20_000, stall_slots=100)
+    (record,) = run.result.records.values()
+    assert record.admitted_slot is not None, f"{name} rejected it: {record.reason!r}"
+    assert record.state is JobState.DONE, (record.state.value, record.reason)

@@ -26,7 +26,7 @@ from mlsched.trainers.launch import flag_value
 from mlsched.v1 import jobs_pb2
 
 # A soak: over a minute of three failures and recoveries (make soak; CI runs it).
-pytestmark = [pytest.mark.slow, pytest.mark.soak]
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.soak]
 
 EVERY = 100  # steps between periodic checkpoints
 TOTAL = 4000  # the three failures happen by about a third of it; the rest is just training
@@ -44,6 +44,11 @@ def _serving(address: str) -> bool:
     except Exception:
         return False
     return True
+
+
+def _finished(jobs: dict[str, jobs_pb2.JobStatus], ids: tuple[str, ...]) -> bool:
+    """Every job of ``ids`` is known and done or failed (a missing one is not finished)."""
+    return all(i in jobs and jobs[i].state in ("done", "failed") for i in ids)
 
 
 def _trainers(job_id: str, role: str) -> list[psutil.Process]:
@@ -118,13 +123,16 @@ def test_worker_agent_and_controller_killed_in_one_run(tmp_path: Path) -> None:
             procs.append(start(2))
             wait_for(lambda: _serving(address), 30, "the restarted controller to serve")
 
+            # Both jobs by name: a restarted controller that lost them would list none, and
+            # `all` over nothing is true.
             wait_for(
-                lambda: all(j.state in ("done", "failed") for j in _jobs(address).values()),
+                lambda: _finished(_jobs(address), ("ps-sync", "ring")),
                 240,
                 "both jobs to finish",
                 every=0.5,
             )
             final = _jobs(address)
+        assert sorted(final) == ["ps-sync", "ring"]
         for job_id, j in final.items():
             assert j.state == "done", (job_id, j.state, j.reason)
             assert j.progress == j.total_work == TOTAL

@@ -30,16 +30,24 @@ protos:
 demo: install
 	$(BIN)/mlsched demo
 
-test: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not reproduction and not soak" tests
+# Tests run side by side, one pytest-xdist worker per core (TEST_WORKERS=1: one after
+# another); those that start training processes run one at a time (docs/testing.md).
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
-# Long real-process runs, each beside a shorter sibling in make test (about 8 minutes; CI runs them).
+test: install
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) -m "not reproduction and not soak" tests
+
+# Long real-process runs, each beside a shorter sibling in make test (CI runs them).
 soak: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m soak tests
 
 # Each experiment at the scale where its claims must hold (minutes each; docs/testing.md).
+# Runs two experiments share are simulated once (MLSCHED_RUN_CACHE, a directory per session).
 reproduce: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m reproduction tests
+	cache=$$(mktemp -d -t mlsched-runs.XXXXXX) && \
+	OMP_NUM_THREADS=1 MLSCHED_RUN_CACHE=$$cache $(BIN)/python -m pytest -q -m reproduction tests; \
+	rc=$$?; rm -rf "$$cache"; exit $$rc
 
 lint: install
 	$(BIN)/ruff check mlsched tests benchmarks scripts

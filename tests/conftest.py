@@ -16,6 +16,18 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``processes`` start training processes, agents or emulated hosts: under
+    pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) they share one group, so one
+    worker runs them one after another and the machine never holds two such tests' processes
+    at once (their timing and the cores they measure stay their own), while the rest of the
+    suite runs beside them on the other worker."""
+    for item in items:
+        if item.get_closest_marker("processes") is not None:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
 @pytest.fixture
 def tiny_cluster() -> Cluster:
     """Two servers in one rack: a GPU worker server (V100) and a PS-only server."""

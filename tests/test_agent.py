@@ -37,6 +37,8 @@ from mlsched.net.ports import free_port_range, listen_port
 from mlsched.trainers.telemetry import gpu_inventory
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, train_pb2
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 EXITED = agent_pb2.TASK_STATE_EXITED
 RUNNING = agent_pb2.TASK_STATE_RUNNING
 LONG = 1_000_000  # a stop step no test reaches: the task runs until it is stopped

@@ -13,10 +13,15 @@ from mlsched.cli import main
 from mlsched.testbed.cluster_demo import DEMO_JOBS, demo_jobs, demo_report, run_cluster_demo
 from mlsched.trainers.allreduce.horovod import horovod_available
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
+@pytest.mark.slow
 def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
+    """What a newcomer's ``make demo`` does, shortened: every job of the mix (PS async and
+    sync, torchrun, Horovod where installed) trained to done on two agent processes, with
+    the job table. Over 20 s (five jobs, 3-s slots); no faster test runs the demo's own
+    path (run_cluster_demo, its mix and report) end to end."""
     jobs = copy.deepcopy(demo_jobs())
     for job in jobs:
         job["batches_per_chunk"] = 12  # a few seconds of training each
@@ -49,6 +54,7 @@ def test_demo_rejects_an_unknown_policy(capsys: pytest.CaptureFixture[str]) -> N
     assert "nope" in capsys.readouterr().err
 
 
+@pytest.mark.soak  # about 20 s of real training (make soak, CI); make test keeps the fifo demo
 def test_hetero_trains_the_mix_with_its_testbed_settings(tmp_path: Path) -> None:
     """``demo --policy hetero``: the controller gives the policy its testbed settings
     (compacted offsets, alpha 2) and plans with spec 002's runtime model; every job it

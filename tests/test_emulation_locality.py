@@ -26,8 +26,12 @@ from mlsched.emulation.report import CROSS_RACK, IN_RACK, bandwidth_table, comm_
 from mlsched.emulation.topology import EmulationSpec
 
 _MISSING = missing_requirements()
+# About 25 s of real training on emulated hosts (make soak, CI); make test keeps
+# test_emulation.py's namespaces, shaped links and agents in them.
 pytestmark = [
+    pytest.mark.processes,
     pytest.mark.slow,
+    pytest.mark.soak,
     pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ok"),
 ]
 

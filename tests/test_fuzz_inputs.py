@@ -34,6 +34,8 @@ from mlsched.net.task_wire import task_to_proto
 from mlsched.testbed.workloads.trace import load_trace_csv, load_workload_file
 from mlsched.v1 import agent_pb2, jobs_pb2
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 FIELDS = [
     "job_id", "model", "arch", "sync", "epochs", "chunks", "batches_per_chunk", "batch_size",
     "max_workers", "min_workers", "requested_workers", "requested_ps", "ps_ratio",

@@ -10,11 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import psutil
+import pytest
 from trainer_helpers import ENV, make_config, reap, wait_all, wait_for_iterations, with_port
 
 from mlsched.agent.discovery import interface_of
 from mlsched.trainers.launch import commands, free_port
 from mlsched.trainers.rendezvous import rendezvous_store
+
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
 
 BIG = 1_000_000
 

@@ -1,6 +1,6 @@
 """``mlsched logs``: a task's log read through the agent that runs it, on a real controller
-and a real agent process (loopback, ephemeral ports) training for real (the ``slow`` tests,
-which share one cluster in this order); the agent's reader and the controller's broker on
+and a real agent process (loopback, ephemeral ports) training for real (the tests that share
+one cluster, in this order); the agent's reader and the controller's broker on
 their own, with their refusals and bounds."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from mlsched.controller.server import Controller
 from mlsched.core import task_logs
 from mlsched.core.task_logs import MAX_LOG_CHUNK, LogChunk, LogRequest
 from mlsched.v1 import jobs_pb2
+
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
 
 
 class Cluster:
@@ -71,7 +73,6 @@ def _err(capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_logs_print_the_task_log_and_offsets_advance(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,7 +103,6 @@ def test_logs_print_the_task_log_and_offsets_advance(
     assert capsys.readouterr().out == text.decode()
 
 
-@pytest.mark.slow
 def test_a_running_task_log_grows_and_follow_ends_with_the_job(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,7 +130,6 @@ def test_a_running_task_log_grows_and_follow_ends_with_the_job(
     assert capsys.readouterr().out == cluster.log_file(task).decode()
 
 
-@pytest.mark.slow
 def test_unknown_jobs_tasks_and_bad_fields_are_named(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -153,7 +152,6 @@ def test_unknown_jobs_tasks_and_bad_fields_are_named(
     assert "FAILED_PRECONDITION" in (err := _err(capsys)) and "'huge'" in err
 
 
-@pytest.mark.slow
 def test_the_agent_reads_only_the_logs_of_its_own_tasks(cluster: Cluster) -> None:
     """Whatever a request names, the real agent answers from its own task table: a file at
     the very path it would use for a task it never ran stays unread."""
@@ -173,7 +171,6 @@ def test_the_agent_reads_only_the_logs_of_its_own_tasks(cluster: Cluster) -> Non
     assert "invalid log request" in refused.error and refused.data == b""
 
 
-@pytest.mark.slow
 def test_a_lost_agent_is_named(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     kill_tree(cluster.procs[0].pid)  # the machine goes down
     wait_for(lambda: not cluster.ctl.agents.alive(), 30, "the agent to be declared lost")

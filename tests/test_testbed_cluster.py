@@ -19,7 +19,7 @@ from mlsched.controller.config import ControllerConfig
 from mlsched.core.errors import SpecError
 from mlsched.v1 import jobs_pb2
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def _freshest_heartbeats(address: str) -> float:

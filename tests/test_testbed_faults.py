@@ -37,7 +37,7 @@ from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.launch import flag_value, is_trainer
 from mlsched.v1 import jobs_pb2
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 # Checkpoints only where a generation stops: the tests below follow each generation's one
 # checkpoint (periodic ones have tests of their own: test_trainers_periodic, the chaos test).
@@ -129,7 +129,9 @@ def test_relayout_between_slots_resumes_from_the_checkpoint(
 ) -> None:
     """One rank, then one on each of two agents: the same for a rank per process (direct),
     a torchrun per node and Horovod's ranks per node (one rank per node here, so the task
-    ids differ only in their tag)."""
+    ids differ only in their tag). Over 20 s: two generations of real training on two agent
+    processes; the re-layout through agents (stop, checkpoint, relaunch on another world
+    size) has no faster test (the trainers' resume tests start no agent)."""
     ctl = controller(tmp_path, min_agents=2, slot_seconds=2.0, policy="test-relayout")
     total = 1200
     job = mlp_job("grow", units=total, **slow(**launch))
@@ -351,7 +353,9 @@ def test_agent_loss_is_noticed_within_the_slot_and_status_tells_the_truth(
     """Slots are long (20 s); the agent timeout is 4 s with 0.3-s heartbeats. A lost agent
     is declared lost by the heartbeat watcher inside the slot, not at the slot boundary;
     its job reads ``re-placing`` meanwhile, ``running`` again on the survivor after the
-    boundary, with the failure and the steps it lost counted."""
+    boundary, with the failure and the steps it lost counted. Over 20 s: it must wait out
+    a slot; noticing a loss inside a slot cannot be shown in a shorter one than the
+    detection takes."""
     ctl = controller(tmp_path, min_agents=2, slot_seconds=20.0)
     try:
         with agents(ctl.address, tmp_path, 2) as procs:

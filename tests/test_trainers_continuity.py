@@ -32,6 +32,8 @@ from mlsched.trainers.checkpoint import TrainState
 from mlsched.trainers.common import build_trainee, momentum_by_name, sgd
 from mlsched.trainers.launch import launch
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 STOP, END = 10, 20
 
 ARCHS: dict[str, dict[str, Any]] = {
@@ -83,16 +85,28 @@ def _config(root: Path, name: str, arch: str, ranks: int, stop_step: int) -> Tra
     )
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHS))
-@pytest.mark.parametrize(
-    "before,after",
-    [
-        # Growing runs in make soak (CI); make test keeps shrinking, the same resume logic
-        # (and the one the mutation check's resume mutants are caught by).
-        pytest.param(2, 1, id="2to1"),
-        pytest.param(1, 2, id="1to2", marks=pytest.mark.soak),
-    ],
-)
+def _layouts() -> list[Any]:
+    """Every backend shrinking 2 -> 1 and growing 1 -> 2. Growing runs in make soak (CI);
+    make test keeps shrinking, the same resume logic (and the one the mutation check's
+    resume mutants are caught by), except Horovod's, whose resume code is DDP's with another
+    all-reduce (make test keeps its Horovod-to-DDP resume, test_trainers_horovod.py)."""
+    out = []
+    for before, after in ((2, 1), (1, 2)):
+        for arch in sorted(ARCHS):
+            soak = (before, after) == (1, 2) or arch == "horovod"
+            out.append(
+                pytest.param(
+                    arch,
+                    before,
+                    after,
+                    id=f"{before}to{after}-{arch}",
+                    marks=[pytest.mark.soak] if soak else [],
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize(("arch", "before", "after"), _layouts())
 def test_a_resumed_relaid_out_run_equals_an_uninterrupted_one(
     tmp_path: Path, arch: str, before: int, after: int
 ) -> None:

@@ -29,6 +29,8 @@ from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, latest_step
 from mlsched.trainers.launch import JobOutcome, commands, launch
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 STOP = 40
 
 

@@ -50,6 +50,8 @@ from mlsched.trainers.checkpoint import latest_step
 from mlsched.trainers.common import StopFlag
 from mlsched.trainers.ps.server import _check_owed
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 BIG = 1_000_000  # a stop step no test reaches
 TIMEOUT_S = 10.0  # --timeout-s of the kill tests
 # How long to wait for the processes to exit before calling it a hang: a deadline for an
@@ -60,6 +62,8 @@ KILL_DEADLINE_S = TIMEOUT_S + 90.0
 
 
 # SIGTERM ------------------------------------------------------------------------------------
+@pytest.mark.soak  # about 25 s (make soak, CI); make test keeps the DDP SIGTERM and kill below
+@pytest.mark.slow
 def test_ps_sigterm_checkpoints_then_a_killed_worker_fails_the_resumed_job(
     tmp_path: Path,
 ) -> None:

@@ -27,8 +27,8 @@ from mlsched.trainers.checkpoint import latest_step, load_latest
 from mlsched.trainers.launch import JobOutcome, launch
 
 pytestmark = [
+    pytest.mark.processes,
     pytest.mark.skipif(not horovod_available(), reason="Horovod not installed: run make horovod"),
-    pytest.mark.slow,
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,6 +146,7 @@ def test_horovod_checkpoint_resumes_under_ddp(horovod_then_ddp: tuple[Path, JobO
     assert len(sums) == 2 and sums[0] == sums[1]
 
 
+@pytest.mark.soak  # make soak (CI); make test keeps the Horovod-to-DDP resume above
 def test_ddp_checkpoint_resumes_under_horovod(
     tmp_path: Path, horovod_then_ddp: tuple[Path, JobOutcome]
 ) -> None:
@@ -164,6 +165,7 @@ def test_ddp_checkpoint_resumes_under_horovod(
     assert a[0] == pytest.approx(b[0], rel=1e-5)
 
 
+@pytest.mark.soak  # make soak (CI); make test keeps the DDP SIGTERM (test_trainers_faults.py)
 def test_sigterm_stops_horovod_job_with_checkpoint(tmp_path: Path) -> None:
     """``mlsched train --backend horovod`` forwards SIGTERM: every rank stops at one step,
     rank 0 checkpoints it, the launcher exits 0."""

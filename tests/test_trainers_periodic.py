@@ -26,6 +26,8 @@ from trainer_helpers import (
 from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import Periodic
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 BIG = 1_000_000
 EVERY = 15  # steps between periodic checkpoints
 TIMEOUT_S = 10.0
@@ -66,12 +68,15 @@ def _kill_one_and_fail(cfg: TrainConfig, victim: int) -> None:
     [
         # Sync PS in make soak (CI); make test keeps all-reduce and the async PS resume below.
         pytest.param("ps", "sync", 2, marks=pytest.mark.soak),
-        ("allreduce", "sync", 0),
+        pytest.param("allreduce", "sync", 0, marks=pytest.mark.slow),
     ],
 )
 def test_after_a_kill_the_periodic_checkpoint_is_exactly_the_state_of_its_step(
     tmp_path: Path, arch: str, mode: str, num_ps: int
 ) -> None:
+    """Over 20 s: three runs (killed, a reference stopped at the checkpoint's step, the
+    resume), each waiting out its collective timeout. The exactness of the periodic state
+    needs a run killed between checkpoints; no shorter test kills one."""
     cfg = with_port(
         make_config(
             tmp_path, "killed", arch=arch, mode=mode, num_workers=2, num_ps=num_ps,
@@ -112,6 +117,8 @@ def test_after_a_kill_the_periodic_checkpoint_is_exactly_the_state_of_its_step(
     assert checkpoint(again).step == s + 10
 
 
+@pytest.mark.soak  # about 25 s (make soak, CI); make test keeps the all-reduce kill above
+@pytest.mark.slow
 def test_async_ps_resumes_from_the_periodic_checkpoint_after_a_kill(tmp_path: Path) -> None:
     cfg = with_port(
         make_config(

@@ -37,6 +37,8 @@ from mlsched.trainers.__main__ import build_parser, config_from_args
 from mlsched.trainers.checkpoint import TrainState, latest_step
 from mlsched.trainers.launch import launch
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 STOP = 40
 
 

@@ -31,6 +31,8 @@ from mlsched.core.train_config import TrainConfig
 from mlsched.trainers.checkpoint import TrainState, latest_step
 from mlsched.trainers.launch import launch
 
+pytestmark = pytest.mark.processes  # training processes: one such test at a time
+
 
 @dataclass
 class Stage:

@@ -2,7 +2,8 @@
 
 For each number of jobs in the sweep and each seed, one workload is generated and every
 registered policy runs on it (the same jobs for all policies; a policy that supports none
-of its job kinds is listed under ``not_applicable`` instead). A policy whose run fails is
+of its job kinds is listed under ``not_applicable`` instead). The runs are independent and
+spread over the machine's cores (:mod:`mlsched.testbed.experiments.pool`). A policy whose run fails is
 skipped for that run with a warning and listed under ``failures``. Outputs: total utility
 vs number of jobs (spec 001 Fig. 3's axes), completed fraction vs jobs, and the JCT CDF at
 the default point, plus checks of claims that should hold for any sensible policy.
@@ -25,6 +26,7 @@ from mlsched.testbed.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.testbed.experiments.pool import Runner
 from mlsched.testbed.experiments.runner import Failure, SimulationConfig, try_simulate
 from mlsched.testbed.metrics import Summary, jct_s, summarize
 from mlsched.testbed.plots import plot_cdf, plot_lines
@@ -92,39 +94,30 @@ def run_baselines(
     jcts: dict[str, list[float]] = {p: [] for p in policies}
     failures: list[Failure] = []
     runs: list[dict[str, Any]] = []
-    rejection: list[float] = []
-    total = len(points) * seeds * len(policies) + 1
+    rejection: dict[tuple[int, int], float] = {}
     first: tuple[int, Summary] | None = None
-    with progress(total, f"baselines ({scale})") as advance:
-        for n_jobs in points:
-            for seed in range(seeds):
-                workload = load_workload(
-                    "oasis-paper",
-                    seed=seed,
-                    jobs=n_jobs,
-                    horizon=setting.horizon,
-                    options={"servers": setting.servers},
-                )
-                rejection.append(float(workload.notes["resample_rejection_rate"]))
-                for policy in policies:
-                    outcome = try_simulate(
-                        workload, SimulationConfig(policy, seed=seed), context={"jobs": n_jobs}
-                    )
-                    advance(1)
-                    if isinstance(outcome, Failure):
-                        failures.append(outcome)
-                        continue
-                    summary = summarize(outcome)
-                    summaries.setdefault((policy, n_jobs), []).append(summary)
-                    runs.append({"jobs": n_jobs, "seed": seed, **summary.to_dict()})
-                    if n_jobs == setting.default_jobs:
-                        jcts[policy].extend(
-                            j / outcome.slot_seconds
-                            for r in outcome.records.values()
-                            if (j := jct_s(r, outcome.slot_seconds)) is not None
-                        )
-                        if first is None and seed == 0:
-                            first = (seed, summary)
+    items = [
+        _Item(
+            policy, n_jobs, seed, setting.horizon, setting.servers, n_jobs == setting.default_jobs
+        )
+        for n_jobs in points
+        for seed in range(seeds)
+        for policy in policies
+    ]
+    with progress(len(items) + 1, f"baselines ({scale})") as advance, Runner() as runner:
+        for item, (outcome, item_jcts, rate) in zip(
+            items, runner.map(_run_one, items, advance), strict=True
+        ):
+            rejection[(item.jobs, item.seed)] = rate
+            if isinstance(outcome, Failure):
+                failures.append(outcome)
+                continue
+            summaries.setdefault((item.policy, item.jobs), []).append(outcome)
+            runs.append({"jobs": item.jobs, "seed": item.seed, **outcome.to_dict()})
+            if item.default_point:
+                jcts[item.policy].extend(item_jcts)
+                if first is None and item.seed == 0:
+                    first = (item.seed, outcome)
         repeat = _repeat_check(first, setting, advance)
 
     summary_at_default = {
@@ -150,13 +143,53 @@ def run_baselines(
             "name": "oasis-paper",
             "servers_per_pool": setting.servers,
             "horizon_slots": setting.horizon,
-            "mean_resample_rejection_rate": float(np.mean(rejection)),
+            "mean_resample_rejection_rate": float(np.mean(list(rejection.values()))),
         },
         "sweep": sweep,
         "runs": runs,
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in plots],
     }
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One run of the sweep: a policy on the workload of a job count and seed."""
+
+    policy: str
+    jobs: int
+    seed: int
+    horizon: int
+    servers: int
+    default_point: bool  # its completed jobs' JCTs feed the CDF
+
+
+def _run_one(item: _Item) -> tuple[Summary | Failure, list[float], float]:
+    """One run on a pool worker: its summary (or failure), its completed jobs' JCTs in
+    slots (at the default point) and the workload's resampling rejection rate."""
+    workload = load_workload(
+        "oasis-paper",
+        seed=item.seed,
+        jobs=item.jobs,
+        horizon=item.horizon,
+        options={"servers": item.servers},
+    )
+    rate = float(workload.notes["resample_rejection_rate"])
+    outcome = try_simulate(
+        workload, SimulationConfig(item.policy, seed=item.seed), context={"jobs": item.jobs}
+    )
+    if isinstance(outcome, Failure):
+        return outcome, [], rate
+    jcts = (
+        [
+            j / outcome.slot_seconds
+            for r in outcome.records.values()
+            if (j := jct_s(r, outcome.slot_seconds)) is not None
+        ]
+        if item.default_point
+        else []
+    )
+    return summarize(outcome), jcts, rate
 
 
 def _sweep(
@@ -294,7 +327,8 @@ def _repeat_check(
         horizon=setting.horizon,
         options={"servers": setting.servers},
     )
-    again = try_simulate(workload, SimulationConfig(summary.policy, seed=seed))
+    # A fresh run, never one read back from the run cache: this checks determinism.
+    again = try_simulate(workload, SimulationConfig(summary.policy, seed=seed), cache=False)
     advance(1)
     if isinstance(again, Failure):
         return Check(name, False, f"{summary.policy} failed when repeated: {again.error}")

@@ -20,6 +20,7 @@ from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, registered
 from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.testbed.experiments import cache as run_cache
 from mlsched.testbed.metrics import Summary, summarize
 from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 from mlsched.testbed.workloads.base import Workload
@@ -59,6 +60,7 @@ def simulate(
     *,
     progress: Callable[[int], None] | None = None,
     on_allocate: AllocationHook | None = None,
+    cache: bool = True,
 ) -> RunResult:
     """Run ``config.policy`` on ``workload`` until every job is final or the horizon ends.
 
@@ -66,7 +68,33 @@ def simulate(
     ``progress`` is called with the slot number after each slot. ``on_allocate`` sees each
     slot's allocation as the policy returns it, before the engine checks it, with the
     policy and its view (what an experiment replays or reads of the policy's own records).
+    Where ``MLSCHED_RUN_CACHE`` names a directory (:mod:`.cache`), a run done before by the
+    same code is read from it instead, unless ``cache`` is False or ``on_allocate`` must
+    see the slots.
     """
+    directory = run_cache.cache_dir() if cache and on_allocate is None else None
+    if directory is None:
+        return _simulate(workload, config, progress, on_allocate)
+    try:
+        key = run_cache.run_key(workload, config)
+    except TypeError as err:  # an input that cannot be keyed by value: run it
+        log.debug("[simulate] not cached: %s", err)
+        return _simulate(workload, config, progress, on_allocate)
+    result = run_cache.load(directory, key)
+    if result is None:
+        result = _simulate(workload, config, progress, on_allocate)
+        run_cache.store(directory, key, result)
+    elif progress is not None:
+        progress(result.slots)
+    return result
+
+
+def _simulate(
+    workload: Workload,
+    config: SimulationConfig,
+    progress: Callable[[int], None] | None,
+    on_allocate: AllocationHook | None,
+) -> RunResult:
     policy = create(config.policy, **_with_oracle(workload, config))
     if on_allocate is not None:
         _observe_allocations(policy, on_allocate)
@@ -155,11 +183,12 @@ def try_simulate(
     context: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
     on_allocate: AllocationHook | None = None,
+    cache: bool = True,
 ) -> RunResult | Failure:
     """:func:`simulate`, but a policy that fails (cannot be built, or raises during the
     run) gives a :class:`Failure` and a warning instead of ending a whole comparison."""
     try:
-        return simulate(workload, config, progress=progress, on_allocate=on_allocate)
+        return simulate(workload, config, progress=progress, on_allocate=on_allocate, cache=cache)
     except Exception as err:  # any policy bug: record it, keep comparing the others
         log.warning(
             "[simulate] policy %s failed on %s (seed %d): %s",

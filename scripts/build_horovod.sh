@@ -55,6 +55,15 @@ for f in "$SRC/CMakeLists.txt" "$SRC/horovod/torch/CMakeLists.txt"; do
     sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' "$f"
 done
 
+# The release builds RelWithDebInfo (-O3 -g); the same -O3 without debug information
+# (Release) compiles in about 70 % of the time on 2 cores, and nothing here debugs Horovod.
+echo "build_horovod: building Release (-O3, no debug information)"
+if ! grep -q "else 'RelWithDebInfo'" "$SRC/setup.py"; then
+    echo "build_horovod: expected the RelWithDebInfo build type in $SRC/setup.py; the sdist changed" >&2
+    exit 1
+fi
+sed -i "s/else 'RelWithDebInfo'/else 'Release'/" "$SRC/setup.py"
+
 echo "build_horovod: compiling (a few minutes)"
 HOROVOD_WITH_PYTORCH=1 \
 HOROVOD_WITH_GLOO=1 \

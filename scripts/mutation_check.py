@@ -4,8 +4,10 @@ fast tests named beside it fail.
 A mutant is one exact text replacement in one file (the text must occur exactly once, so the
 list cannot silently drift from the code) and the tests expected to catch it. The check
 first runs those tests on the unmutated copy (they must pass, or a "kill" would mean
-nothing), then each mutant in turn, restoring the file after each. A mutant that makes the
-tests fail or time out is killed; one they pass with survives, and the check fails.
+nothing), then each mutant, restoring the file after each. A mutant that makes the tests
+fail or time out is killed; one they pass with survives, and the check fails. Runs go on
+side by side (``--jobs``, default one per core), each in a copy of the tree of its own;
+selections that start training processes run one at a time.
 
     python scripts/mutation_check.py            # every mutant
     python scripts/mutation_check.py --list     # the list, no runs
@@ -17,12 +19,16 @@ The list, its rationale and the last score are in docs/testing.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,15 +322,56 @@ def apply(tree: Path, m: Mutant) -> str:
     return text
 
 
+def heavy(args: tuple[str, ...]) -> bool:
+    """Whether a test selection starts training processes (its file is marked
+    ``processes``): such selections run one at a time, as in make test."""
+    files = [a.split("::")[0] for a in args if a.endswith(".py") or ".py::" in a]
+    return any("pytest.mark.processes" in (ROOT / f).read_text() for f in files)
+
+
+class Trees:
+    """One copy of the tree per concurrent run (a mutant is planted in its run's copy
+    only), handed out and returned; a lock lets one heavy selection run at a time."""
+
+    def __init__(self, root: Path, n: int) -> None:
+        self.free: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        for i in range(n):
+            tree = root / f"tree{i}"
+            copy_tree(tree)
+            self.free.put(tree)
+        self.heavy = threading.Lock()
+
+    def run(self, args: tuple[str, ...], m: Mutant | None = None) -> tuple[str, float]:
+        tree = self.free.get()
+        try:
+            with self.heavy if heavy(args) else contextlib.nullcontext():
+                original = apply(tree, m) if m is not None else None
+                try:
+                    return run_tests(tree, args)
+                finally:
+                    if m is not None and original is not None:
+                        (tree / m.path).write_text(original)
+        finally:
+            self.free.put(tree)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--only", action="append", default=[], help="run this mutant (repeatable)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="test runs at once (default: the cores this process may use)",
+    )
     args = ap.parse_args(argv)
     names = {m.name for m in MUTANTS}
     unknown = sorted(set(args.only) - names)
     if unknown:
         ap.error(f"unknown mutant(s) {', '.join(unknown)}; --list shows them")
+    if args.jobs < 1:
+        ap.error("--jobs must be >= 1")
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     if args.list:
         for m in chosen:
@@ -332,28 +379,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="mlsched-mutants-") as tmp:
-        tree = Path(tmp) / "tree"
-        copy_tree(tree)
+        trees = Trees(Path(tmp), args.jobs)
+        check = Path(tmp) / "check"
+        copy_tree(check)
         for m in chosen:  # every mutant applies, before anything runs
-            (tree / m.path).write_text(apply(tree, m))
+            (check / m.path).write_text(apply(check, m))
         suites = list(dict.fromkeys(m.tests for m in chosen))
         print(f"baseline: {len(suites)} test selections on the unmutated tree", flush=True)
-        for sel in suites:
-            verdict, took = run_tests(tree, sel)
-            if verdict != "pass":
-                print(f"  {' '.join(sel)}: {verdict} without any mutant ({took:.0f} s)")
-                return 2
-        killed = 0
-        for i, m in enumerate(chosen, 1):
-            original = apply(tree, m)
-            try:
-                verdict, took = run_tests(tree, m.tests)
-            finally:
-                (tree / m.path).write_text(original)
-            ok = verdict in ("fail", "timeout")
-            killed += ok
-            state = "killed" if ok else "SURVIVED"
-            print(f"[{i}/{len(chosen)}] {state:8s} {m.name} ({verdict}, {took:.0f} s)", flush=True)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for sel, (verdict, took) in zip(suites, pool.map(trees.run, suites), strict=True):
+                if verdict != "pass":
+                    print(f"  {' '.join(sel)}: {verdict} without any mutant ({took:.0f} s)")
+                    return 2
+            # Heavy (real-process) mutants first: they run one at a time, the rest fill in.
+            order = sorted(chosen, key=lambda m: not heavy(m.tests))
+            futures = {pool.submit(trees.run, m.tests, m): m for m in order}
+            killed = 0
+            for i, future in enumerate(as_completed(futures), 1):
+                m = futures[future]
+                verdict, took = future.result()
+                ok = verdict in ("fail", "timeout")
+                killed += ok
+                state = "killed" if ok else "SURVIVED"
+                print(
+                    f"[{i}/{len(chosen)}] {state:8s} {m.name} ({verdict}, {took:.0f} s)", flush=True
+                )
         print(f"score: {killed}/{len(chosen)} mutants killed")
         return 0 if killed == len(chosen) else 1
 

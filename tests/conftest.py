@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -16,16 +19,31 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``processes`` start training processes, agents or emulated hosts: under
-    pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) they share one group, so one
-    worker runs them one after another and the machine never holds two such tests' processes
-    at once (their timing and the cores they measure stay their own), while the rest of the
-    suite runs beside them on the other worker."""
-    for item in items:
-        if item.get_closest_marker("processes") is not None:
-            item.add_marker(pytest.mark.xdist_group("processes"))
+# Test files that start training processes, agents or emulated hosts declare it with the
+# ``processes`` marker (their module's pytestmark). Under pytest-xdist (``make test`` runs
+# ``-n auto --dist loadgroup``) every test of those files is one unit of work: one worker
+# runs them one after another, in file order (their module fixtures stay whole), so the
+# machine never holds two such tests' processes at once (their timing, and the cores they
+# measure, stay their own), while the other workers run the rest of the suite. The unit is
+# made here, by file, rather than with ``xdist_group`` marks: pytest 9 keeps a test's id
+# where pytest-xdist 3.8's group suffix no longer reaches it.
+@cache
+def _starts_processes(path: Path) -> bool:
+    return path.is_file() and "pytest.mark.processes" in path.read_text(encoding="utf-8")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ProcessesApart(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if _starts_processes(config.rootpath / nodeid.split("::", 1)[0]):
+                return "processes"
+            return str(super()._split_scope(nodeid))
+
+    return ProcessesApart(config, log)
 
 
 @pytest.fixture

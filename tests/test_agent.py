@@ -406,7 +406,8 @@ def test_outage_reregistration_stop_lease_expiry_and_shutdown(tmp_path: Path) ->
             ctl.want(*specs)
             before = {s.task_id: training(ctl, s.task_id, 3) for s in specs}
         # The controller is down for a while (shorter than a lease): the tasks keep running.
-        time.sleep(1.5)
+        # Down until the agent has missed a heartbeat (its reported problem), not a set time.
+        wait_for(lambda: agent._problem.startswith("heartbeat"), "a missed heartbeat")
         with controller_server(ctl, port=port):
             outage_over = ctl.beat_count()
             # Registering again (asked, or after NOT_FOUND) leaves the tasks running too.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,11 +122,17 @@ def test_a_running_task_log_grows_and_follow_ends_with_the_job(
         target=lambda: done.append(main(["logs", "long", "-f", "--controller", cluster.address]))
     )
     follower.start()
-    time.sleep(1.0)
+    printed: list[str] = []
+
+    def following() -> bool:
+        printed.append(capsys.readouterr().out)
+        return bool("".join(printed))
+
+    wait_for(following, 60, "the follower to print the log so far", every=0.2)
     ctl.cancel("long")  # (through the controller: the command would print to the same stdout)
     follower.join(timeout=60)
     assert done == [0]
-    assert capsys.readouterr().out == cluster.log_file(task).decode()
+    assert "".join(printed) + capsys.readouterr().out == cluster.log_file(task).decode()
 
 
 def test_unknown_jobs_tasks_and_bad_fields_are_named(

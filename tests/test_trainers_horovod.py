@@ -14,12 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer_helpers import wait_for_iterations
 
 from mlsched.core.train_config import Backend, TrainConfig
 from mlsched.trainers.allreduce.horovod import horovod_available
@@ -199,14 +199,8 @@ def test_sigterm_stops_horovod_job_with_checkpoint(tmp_path: Path) -> None:
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        metrics = ckpt / "metrics.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if metrics.exists() and '"iter"' in metrics.read_text():
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[0]
-        time.sleep(0.5)
+        # Both ranks are training (a few steps each) when the signal comes.
+        wait_for_iterations(ckpt / "metrics.jsonl", 6, procs=[proc], deadline_s=120)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
     finally:

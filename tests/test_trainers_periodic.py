@@ -4,7 +4,6 @@ a run stopped there), the data cursor that goes with it, and a new run resumes f
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,7 +57,7 @@ def _kill_one_and_fail(cfg: TrainConfig, victim: int) -> None:
         else:
             wait_for_iterations(cfg.metrics, 4 * EVERY * cfg.num_workers, procs=procs)
             procs[cfg.num_ps + victim].kill()
-            time.sleep(0.5)
+            procs[cfg.num_ps + victim].wait(timeout=30)  # reaped: its -9 is known below
             codes = wait_all([p for p in procs if p.poll() is None or p.returncode != -9], 40)
     assert any(c != 0 for c in codes), codes
 

@@ -7,6 +7,7 @@ as a testbed that is slower than the job's reference profile would report it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -566,3 +567,45 @@ def test_steady_jobs_of_one_key_each_re_enter_their_own_sample() -> None:
     est.refit()
     assert est.fits[key] is not fit
     assert est.iteration_time(job, pa) > truth.time(job, pa)
+
+
+def test_a_jobs_version_changes_with_its_own_parameters_and_the_cluster_only() -> None:
+    """What a policy's per-job rate memo keys on (RuntimeModel.job_version): refitting
+    another job's profile leaves it, refitting the job's own (any hardware) or changing the
+    cluster changes it. A version that stayed while the prediction moved would keep stale
+    rates in hetero's and GADGET's memos."""
+    mine = SCENARIOS["ps_async"][1]
+    other = dataclasses.replace(mine, job_id="o", model="other-model")
+    p = Placement.of({0: 2}, {1: 1})
+    est = RuntimeEstimator(CL)
+    est.iteration_time(mine, p)
+    est.iteration_time(other, p)
+    v_mine, v_other = est.job_version(mine), est.job_version(other)
+    feed(est, Truth(seed=1), other, [p])
+    est.refit()
+    assert est.job_version(other) != v_other
+    assert est.job_version(mine) == v_mine and est.iteration_time(mine, p) == pytest.approx(0.52)
+    before = est.iteration_time(mine, p)
+    feed(est, Truth(seed=2), mine, [p])
+    est.refit()
+    assert est.iteration_time(mine, p) != before and est.job_version(mine) != v_mine
+    v_mine = est.job_version(mine)
+    est.set_cluster(CL)
+    assert est.job_version(mine) != v_mine
+
+
+def test_policies_keep_rates_while_their_jobs_model_stands() -> None:
+    from mlsched.scheduler.rate_memo import RateMemo
+
+    class View:
+        def __init__(self, runtime: RuntimeEstimator) -> None:
+            self.runtime = runtime
+
+    job = SCENARIOS["ps_async"][1]
+    est = RuntimeEstimator(CL)
+    memo, view = RateMemo(), View(est)
+    memo.of(job, view)["k"] = 1.0  # type: ignore[arg-type]
+    assert memo.of(job, view) == {"k": 1.0}  # type: ignore[arg-type]
+    feed(est, Truth(seed=1), job, [Placement.of({0: 2}, {1: 1})])
+    est.refit()
+    assert memo.of(job, view) == {}  # type: ignore[arg-type]

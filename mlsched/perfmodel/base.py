@@ -21,7 +21,7 @@ iteration, or ``global_batch / batch_size`` units with a fixed global batch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -134,6 +134,13 @@ class RuntimeModel(ABC):
         model cannot tell (then no caller may keep its predictions from one call to the
         next)."""
         return None
+
+    def job_version(self, job: JobSpec) -> Hashable | None:
+        """A value that changes whenever a prediction for ``job``, under any placement, may
+        have changed; None when the model cannot tell. A policy that keeps a job's
+        predictions between slots keeps them while this stays equal (the model's other jobs
+        being refitted does not invalidate them). By default, :attr:`model_version`."""
+        return self.model_version
 
     def throughput(self, job: JobSpec, placement: Placement) -> float:
         """Work units per second under ``placement`` (0 for an empty placement)."""

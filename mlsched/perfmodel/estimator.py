@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -147,6 +147,10 @@ class RuntimeEstimator(RuntimeModel):
         # Per key: sum of wire * moved, sum of wire^2, count, over the window's samples.
         self._byte_sums: dict[ProfileKey, list[float]] = {}
         self._model_version = 0  # bumped with every parameter change of any key
+        # Each job's profile keys (one per hardware) by the rest of the key, and how often
+        # the cluster changed: what job_version reads.
+        self._keys_of: dict[tuple[str, str, int, int], list[_KeyState]] = {}
+        self._cluster_epoch = 0
 
     @property
     def model_version(self) -> int:
@@ -159,6 +163,24 @@ class RuntimeEstimator(RuntimeModel):
         self._rows.clear()
         self._last.clear()
         self._model_version += 1
+        self._cluster_epoch += 1
+
+    def job_version(self, job: JobSpec) -> Hashable:
+        """The cluster's epoch and the parameter versions of every profile key the job
+        has been predicted or measured under: a job's prediction depends on its key's
+        parameters and the cluster only (a key not seen yet has its prior, which depends on
+        the job, its hardware and the cluster)."""
+        states = self._keys_of.get(self._base(job), ())
+        return (self._cluster_epoch, tuple(s.version for s in states))
+
+    def _base(self, job: JobSpec) -> tuple[str, str, int, int]:
+        """A profile key without its hardware."""
+        return (
+            self.family(job).name,
+            job.profile or job.model,
+            job.batch_size,
+            job.global_batch or 0,
+        )
 
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
@@ -186,9 +208,7 @@ class RuntimeEstimator(RuntimeModel):
         return max(types, key=lambda t: (job.compute_s_for(t), t or ""))
 
     def key(self, job: JobSpec, placement: Placement) -> ProfileKey:
-        hw = self.hardware(job, placement) or ""
-        profile = job.profile or job.model
-        return (self.family(job).name, profile, job.batch_size, job.global_batch or 0, hw)
+        return (*self._base(job), self.hardware(job, placement) or "")
 
     def params(self, job: JobSpec, placement: Placement) -> np.ndarray:
         fit = self.fits.get(self.key(job, placement))
@@ -218,6 +238,7 @@ class RuntimeEstimator(RuntimeModel):
             state = self._keys.get(key)
             if state is None:
                 state = self._keys[key] = _KeyState(deque(maxlen=self._window))
+                self._keys_of.setdefault(key[:4], []).append(state)
             entry = self._rows[ck] = _Entry(key, state, dc, dm)
         self._last[job.job_id] = (placement, entry)
         return entry

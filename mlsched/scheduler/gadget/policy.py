@@ -35,6 +35,7 @@ from mlsched.scheduler.gadget.lp_rs_mde import everyone_at_best, lp_rs_mde
 from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
 from mlsched.scheduler.gadget.rounding import Ledger
 from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.rate_memo import RateMemo
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, JobView, RunContext
 
@@ -95,8 +96,7 @@ class GadgetPolicy(Policy):
         self.idle_fill = idle_fill
         #: Every slot with active jobs, in order.
         self.decisions: list[SlotRecord] = []
-        self._rates: dict[tuple[str, int], float] = {}
-        self._rates_version: int | None = None
+        self._rates = RateMemo()  # each job's rate per ring size, while its model stands
         self._hosts: dict[str, tuple[tuple[int, ...], int]] = {}
         self._hosts_cluster: Cluster | None = None
 
@@ -122,6 +122,7 @@ class GadgetPolicy(Policy):
 
     def release(self, job_id: str) -> None:
         self._hosts.pop(job_id, None)
+        self._rates.drop(job_id)
 
     def on_completion(self, job_id: str, view: ClusterView) -> None:
         self.release(job_id)
@@ -129,10 +130,6 @@ class GadgetPolicy(Policy):
     # One slot ---------------------------------------------------------------------------
     def allocate(self, slot: int, view: ClusterView) -> Allocation:
         started = time.perf_counter()
-        version = view.runtime.model_version
-        if version is None or version != self._rates_version:
-            self._rates.clear()
-            self._rates_version = version
         ring_jobs = [r for r in (self._ring_job(j, view) for j in view.values()) if r]
         if not ring_jobs:
             return Allocation(slot, {})
@@ -187,8 +184,11 @@ class GadgetPolicy(Policy):
         mu = _progress_utility(job)
         base = mu(min(done, total))
         gains: list[float] = []
+        rates = self._rates.of(job, view)
         for k in range(1, cap + 1):
-            rate = self._rate(job, k, hosts, view)
+            rate = rates.get(k)
+            if rate is None:
+                rate = rates[k] = self._rate(k, job, hosts, view)
             gain = mu(min(done + rate, total)) - base if k >= job.min_workers else 0.0
             gains.append(max(gain, 0.0))
             if done + rate >= total:  # k workers finish it: more add nothing (A7)
@@ -198,16 +198,11 @@ class GadgetPolicy(Policy):
             job.job_id, tuple(gains), demand, job.hop_gbps or 0.0, hosts, job.min_workers
         )
 
-    def _rate(self, job: JobSpec, k: int, hosts: tuple[int, ...], view: ClusterView) -> float:
+    def _rate(self, k: int, job: JobSpec, hosts: tuple[int, ...], view: ClusterView) -> float:
         """Work units per slot with k workers: a ring split over two servers (across racks
         when the job may span racks), so that its hops run at the reservation (E2)."""
-        key = (job.job_id, k)
-        rate = self._rates.get(key)
-        if rate is None:
-            placement = _representative(k, hosts, view)
-            rate = view.runtime.throughput(job, placement) * view.slot_seconds
-            self._rates[key] = rate
-        return rate
+        placement = _representative(k, hosts, view)
+        return view.runtime.throughput(job, placement) * view.slot_seconds
 
     def _hosts_of(self, job: JobSpec, view: ClusterView) -> tuple[tuple[int, ...], int]:
         """The servers that hold one of the job's workers, and how many the cluster holds

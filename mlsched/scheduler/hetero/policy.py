@@ -38,6 +38,7 @@ from mlsched.scheduler.hetero.catalogue import worker_servers
 from mlsched.scheduler.hetero.maxweight import ORDERS, dual
 from mlsched.scheduler.hetero.mincost import TIE_BREAKS
 from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.rate_memo import RateMemo
 from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
 
@@ -130,9 +131,9 @@ class HeteroPolicy(Policy):
         self._pending: dict[str, tuple[JobSpec, float]] = {}
         self._committed: dict[str, _Committed] = {}
         self._last_end = 0
-        # Waiting jobs' rates per shape from earlier rounds, under one model version.
-        self._rates: dict[str, dict[tuple[str, int, int, int], float]] = {}
-        self._rates_version: int | None = None
+        # Waiting jobs' rates per shape from earlier rounds, while the model's predictions
+        # for each stay the same.
+        self._rates = RateMemo()
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
@@ -171,12 +172,9 @@ class HeteroPolicy(Policy):
     def _round(self, slot: int, tau: int, view: ClusterView) -> None:
         start = time.perf_counter()
         horizon = view.horizon or self.price_horizon
-        version = view.runtime.model_version
-        if version is None or version != self._rates_version:
-            self._rates.clear()  # the model changed (or cannot tell): rates found anew
-        self._rates_version = version
+        rates = {j.job_id: self._rates.of(j, view) for j, _ in self._pending.values()}
         inputs = round_inputs(
-            self._pending.values(), view, view.cluster.types, tau, horizon, self.f, self._rates
+            self._pending.values(), view, view.cluster.types, tau, horizon, self.f, rates
         )
         batch = inputs.batch
         chosen = (
@@ -189,7 +187,7 @@ class HeteroPolicy(Policy):
         by_id = {b.job.job_id: b for b in batch}
         for s in chosen:
             job, _ = self._pending.pop(s.job_id)
-            self._rates.pop(s.job_id, None)
+            self._rates.drop(s.job_id)
             js = by_id[s.job_id]
             shape = s.candidate.shape
             placement = Placement.of(
@@ -239,7 +237,7 @@ class HeteroPolicy(Policy):
     def release(self, job_id: str) -> None:
         self._pending.pop(job_id, None)
         self._committed.pop(job_id, None)
-        self._rates.pop(job_id, None)
+        self._rates.drop(job_id)
 
     def committed(self) -> dict[str, tuple[int, int, Placement]]:
         """Job id -> (first slot, end slot exclusive, placement) of the committed jobs."""

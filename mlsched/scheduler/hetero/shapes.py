@@ -66,8 +66,9 @@ class JobShapes:
         usable: int,
         rates: dict[tuple[str, int, int, int], float] | None = None,
     ) -> JobShapes:
-        """``rates``: the job's rates per (case, m, p, N) known from an earlier round under
-        the same runtime model version, filled with those found now."""
+        """``rates``: the job's rates per (case, m, p, N) known from an earlier round while
+        the runtime model's predictions for the job have not changed, filled with those
+        found now."""
         cluster = view.cluster
         wt: list[str | None] = list(job.worker_types) or [None]
         pt: list[str | None] = (list(job.ps_types) or [None]) if job.uses_ps else [None]

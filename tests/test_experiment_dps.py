@@ -145,6 +145,7 @@ def test_at_the_smoke_point_dps_beats_top_and_pa_runs_shorter_than_rs() -> None:
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_default_scale_holds_its_claims(tmp_path: Path) -> None:
     """``mlsched experiment dps`` as documented (default scale, eight seeds). Required:

@@ -117,6 +117,7 @@ def test_at_the_smoke_point_gadget_earns_at_least_every_baseline_on_every_seed()
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_default_scale_holds_q1_to_q4(tmp_path: Path) -> None:
     """``mlsched experiment gadget`` as documented (default scale, eight seeds). Required:

@@ -87,6 +87,7 @@ def test_at_the_smoke_point_compacted_hetero_has_the_lowest_weighted_completion_
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_default_scale_holds_its_ordering(tmp_path: Path) -> None:
     """``mlsched experiment hetero`` as documented (default scale, eight seeds). Required:

@@ -105,6 +105,7 @@ def default_scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)  # the shared default-scale run: minutes on 2 cores
 def test_the_default_scale_holds_its_claims(default_scale: dict[str, Any]) -> None:
     """``mlsched experiment oasis`` as documented (default scale, its six seeds) passes
@@ -141,6 +142,7 @@ H1_EXTRA_SEEDS = (6, 7)
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_h1_oasis_earns_more_than_every_baseline_over_eight_seeds(
     default_scale: dict[str, Any],

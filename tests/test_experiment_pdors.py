@@ -209,6 +209,7 @@ def test_pd_ors_earns_the_most_utility_at_a_contended_point():
 
 # -- reproduction: the documented default run -----------------------------------------------
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)  # minutes on 2 cores
 def test_the_default_scale_holds_its_claims(tmp_path: Path) -> None:
     """``mlsched experiment pdors`` as documented (default scale, its eight seeds: means

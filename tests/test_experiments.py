@@ -140,6 +140,7 @@ def test_mean_summary_averages_over_runs():
 
 
 @pytest.mark.reproduction
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_the_baselines_experiment_passes_at_its_default_scale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -66,7 +66,7 @@ def _kill_one_and_fail(cfg: TrainConfig, victim: int) -> None:
     ("arch", "mode", "num_ps"),
     [
         # Sync PS in make soak (CI); make test keeps all-reduce and the async PS resume below.
-        pytest.param("ps", "sync", 2, marks=pytest.mark.soak),
+        pytest.param("ps", "sync", 2, marks=[pytest.mark.soak, pytest.mark.slow]),
         pytest.param("allreduce", "sync", 0, marks=pytest.mark.slow),
     ],
 )

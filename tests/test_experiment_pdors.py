@@ -141,7 +141,7 @@ def test_fifo_runs_the_fewest_pss_under_the_ratio():
 
 
 def test_oasis_runs_on_split_pools_and_dorm_adjusts_a_fifth():
-    s = schemes(1.0)
+    s = schemes()
     assert set(s) == set(ALL)
     assert s["oasis"].pools == "split" and s["pd_ors"].pools == "shared"
     assert s["pd_ors"].options == {} and s["pd_ors-nofloor"].options == {"utility_floor": 0.0}
@@ -192,7 +192,7 @@ def test_pd_ors_earns_the_most_utility_at_a_contended_point():
     items = [
         Item("utility", seed, 30, 10, 20, name, scheme)
         for seed in range(8)
-        for name, scheme in schemes(0.5).items()
+        for name, scheme in schemes().items()
         if name in totals
     ]
     # The 40 runs share nothing: the experiment's own pool spreads them over the cores

@@ -68,7 +68,7 @@ __all__ = ["SCALE_SETTINGS", "PdorsScale", "run_pdors"]
 
 
 def _items(s: PdorsScale, seeds: int) -> list[Item]:
-    all_schemes = schemes(s.dorm_time_limit_s)
+    all_schemes = schemes()
     items = [
         Item("utility", seed, n, s.servers, s.horizon, name, scheme)
         for n in sorted(set(s.jobs) | {s.default_jobs})
@@ -131,7 +131,7 @@ def run_pdors(
         records, failures = _run_all(items, r, advance)
         ratio = run_ratio(ratio_work, r, advance, failures)
 
-    names = list(schemes(s.dorm_time_limit_s))
+    names = list(schemes())
     utility = [r for r in records if r["part"] == "utility"]
     default = [r for r in utility if r["jobs"] == s.default_jobs]
     summary = {
@@ -156,7 +156,7 @@ def run_pdors(
         "checks": [c.to_dict() for c in checks],
         "schemes": {
             n: {"policy": x.policy, "options": x.options, "pools": x.pools}
-            for n, x in schemes(s.dorm_time_limit_s).items()
+            for n, x in schemes().items()
         },
         "default_point": {"jobs": s.default_jobs, "servers": s.servers, "horizon": s.horizon},
         "settings": dataclasses.asdict(s),

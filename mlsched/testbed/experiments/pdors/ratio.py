@@ -42,7 +42,7 @@ def _one(item: RatioItem) -> dict[str, Any] | Failure:
         item.horizon,
         time_limit_s=item.time_limit_s,
     )
-    scheme = schemes(1.0)[PRIMARY]
+    scheme = schemes()[PRIMARY]
     outcome = try_simulate(
         w,
         SimulationConfig(scheme.policy, seed=item.seed, policy_options=scheme.options),

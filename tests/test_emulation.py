@@ -120,18 +120,21 @@ def test_state_file_round_trip_and_process_identity(tmp_path: Path) -> None:
 @needs_root
 def test_links_carry_their_shaped_rates_and_nothing_routes_out(make_cluster: Make) -> None:
     links_before = {e["ifname"] for e in json.loads(ip("-j", "link", "show"))}
-    cluster = make_cluster(EmulationSpec(hosts=3, racks=2, host_gbps=1.0, rack_gbps=0.2))
+    # Rates a Python sender reaches with CPU to spare while another test runs beside this
+    # one: the shaper, not the CPU, must be what limits the measured throughput (at 1 Gbit/s
+    # a CPU-starved sender measured 0.66 and failed for the wrong reason).
+    cluster = make_cluster(EmulationSpec(hosts=3, racks=2, host_gbps=0.4, rack_gbps=0.1))
     plan = cluster.plan
     assert set(plan.namespaces) <= netns_names()
     h0 = plan.hosts[0]
-    assert read_rate_bits(h0.netns, "eth0") == 1_000_000_000
-    assert read_rate_bits(plan.fabric_ns, "u0") == 200_000_000
+    assert read_rate_bits(h0.netns, "eth0") == 400_000_000
+    assert read_rate_bits(plan.fabric_ns, "u0") == 100_000_000
     in_rack = cluster.measure_gbps("h0", "h1", seconds=0.5)
     back = cluster.measure_gbps("h1", "h0", seconds=0.5)
     cross = cluster.measure_gbps("h2", "h0", seconds=0.5)
-    print(f"in-rack {in_rack:.3f} / {back:.3f} Gbit/s (1.0 shaped), cross {cross:.3f} (0.2)")
-    assert 0.8 <= in_rack <= 1.05 and 0.8 <= back <= 1.05
-    assert 0.16 <= cross <= 0.21
+    print(f"in-rack {in_rack:.3f} / {back:.3f} Gbit/s (0.4 shaped), cross {cross:.3f} (0.1)")
+    assert 0.32 <= in_rack <= 0.42 and 0.32 <= back <= 0.42
+    assert 0.08 <= cross <= 0.105
     # The root namespace gained one link, holding the controller's address only.
     links_after = {e["ifname"] for e in json.loads(ip("-j", "link", "show"))}
     assert links_after - links_before == {plan.root_link}

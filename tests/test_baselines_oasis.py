@@ -323,3 +323,42 @@ def test_runs_on_a_small_oasis_paper_workload(name: str) -> None:
     summary = summarize(simulate(workload, SimulationConfig(name, seed=0)))
     assert summary.completed > 0
     assert summary.total_utility > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dorm_starts_from_a_feasible_point_and_loses_nothing(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dorm hands HiGHS a feasible start built from the previous and DRF allocations (a cold
+    solve spent seconds finding a first incumbent). A start is only an incumbent: each
+    program solved from its start must reach what the same program reaches cold, up to the
+    relative gap both stop at. Most re-plans follow one arrival or completion, where the
+    previous allocation repaired with a few changes is a point: most solves must start
+    (a construction that never finds one passes every other test)."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        res = solve_milp(*args, **kwargs)
+        calls.append((args, kwargs, res))
+        return res
+
+    monkeypatch.setattr(dorm_module, "solve_milp", recording)
+    workload = load_workload("oasis-paper", seed=seed, jobs=14, horizon=40, options={"servers": 3})
+    policies: list[Any] = []
+    simulate(
+        workload,
+        SimulationConfig("dorm", seed=seed, policy_options={"adjust_fraction": 0.2}),
+        on_allocate=lambda p, *_: policies.append(p) if not policies else None,
+        cache=False,
+    )
+    policy = policies[0]
+    assert len(calls) == len(policy.solves) >= 8
+    started = [(a, k, r) for a, k, r in calls if k.get("start") is not None]
+    assert len(started) >= len(calls) / 2, [s.started for s in policy.solves]
+    gap = policy.mip_rel_gap or 0.0
+    for args, kwargs, res in started:
+        cold = solve_milp(*args, **{**kwargs, "start": None})
+        assert res.ok, res.message
+        if cold.is_optimal:
+            assert cold.objective is not None and res.objective is not None
+            assert res.objective >= (1 - gap) * cold.objective - 1e-9

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -210,3 +211,91 @@ def test_the_wrappers_print_nothing_to_stdout(capfd: pytest.CaptureFixture[str])
     solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, integrality=[1, 1, 1], bounds=(0, 1), maximize=True,
                time_limit_s=5.0)  # fmt: skip
     assert capfd.readouterr().out == ""
+
+
+def _knapsack(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 3-constraint, 14-item integer knapsack (items up to 2 copies) HiGHS proves fast."""
+    rng = np.random.default_rng(seed)
+    weights = rng.integers(1, 20, (3, 14)).astype(float)
+    values = weights.sum(0) / 3 + rng.integers(0, 10, 14)
+    return values, weights, weights.sum(1) // 2
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_start_leads_to_the_same_optimum(seed: int) -> None:
+    """The start path builds the program itself (highspy, column-wise matrix, bounds, sense):
+    from any feasible start it must prove the optimum the cold path proves."""
+    values, weights, cap = _knapsack(seed)
+    kwargs: dict[str, Any] = dict(bounds=(0, 2), maximize=True, time_limit_s=30.0)
+    cold = solve_milp(values, weights, cap, **kwargs)
+    # A feasible start: items in order, one copy each, while they fit.
+    start = np.zeros(len(values))
+    for i in range(len(values)):
+        if np.all(weights @ start + weights[:, i] <= cap):
+            start[i] = 1.0
+    warm = solve_milp(values, weights, cap, start=start, **kwargs)
+    assert cold.is_optimal and warm.is_optimal, (cold.message, warm.message)
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-9)
+    assert warm.x is not None and np.all(weights @ warm.x <= cap + 1e-6)
+    assert warm.objective == pytest.approx(float(values @ warm.x))
+    assert warm.dual_bound == pytest.approx(warm.objective, rel=1e-6)
+    # Minimising the negated values from the same start: the same point, the sign kept.
+    low = solve_milp(-values, weights, cap, bounds=(0, 2), time_limit_s=30.0, start=start)
+    assert low.objective == pytest.approx(-cold.objective, rel=1e-9)
+
+
+def test_a_start_with_equalities_and_continuous_columns() -> None:
+    # max x + y + z  s.t.  2x + 2y <= 5,  x - z = 0,  x integer, y and z continuous:
+    # x = 2, y = 0.5, z = 2 (objective 4.5), from the start (0, 0, 0).
+    res = solve_milp(
+        [1.0, 1.0, 1.0],
+        [[2.0, 2.0, 0.0]],
+        [5.0],
+        A_eq=[[1.0, 0.0, -1.0]],
+        b_eq=[0.0],
+        integrality=[1, 0, 0],
+        bounds=(0, 10),
+        maximize=True,
+        time_limit_s=10.0,
+        start=[0.0, 0.0, 0.0],
+    )
+    assert res.is_optimal and res.objective == pytest.approx(4.5)
+    np.testing.assert_allclose(res.x, [2.0, 0.5, 2.0], atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("start", "match"),
+    [
+        ([1.0, 1.0, 1.0], "feasible"),  # weight 6 > 5
+        ([1.0, 0.5, 0.0], "feasible"),  # not integer
+        ([2.0, 0.0, 0.0], "feasible"),  # above the bound
+        ([1.0, 0.0], "3 finite values"),
+        ([1.0, float("nan"), 0.0], "3 finite values"),
+    ],
+)
+def test_an_infeasible_start_is_refused(start: list[float], match: str) -> None:
+    with pytest.raises(ValueError, match=f"start.*{match}|{match}"):
+        solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, bounds=(0, 1), maximize=True,
+                   time_limit_s=5.0, start=start)  # fmt: skip
+
+
+def test_a_node_limited_solve_from_a_start_keeps_at_least_the_start() -> None:
+    rng = np.random.default_rng(0)
+    weights = rng.integers(10, 100, (5, 60)).astype(float)
+    values = weights.sum(0) / 5 + rng.integers(0, 20, 60)
+    cap = weights.sum(1) // 2
+    start = np.zeros(60)
+    start[:5] = 1.0
+    res = solve_milp(values, weights, cap, bounds=(0, 1), maximize=True, time_limit_s=60,
+                     node_limit=1, start=start)  # fmt: skip
+    assert res.status in (SolveStatus.TIME_LIMIT, SolveStatus.OPTIMAL), res.message
+    assert res.objective is not None and res.objective >= float(values @ start) - 1e-9
+    assert res.x is not None and np.all(weights @ res.x <= cap + 1e-6)
+
+
+def test_the_start_path_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    """highspy prints a banner when a solver is made, whatever its options: not here."""
+    solve_milp(KS_VALUES, KS_WEIGHTS, KS_CAP, bounds=(0, 1), maximize=True, time_limit_s=5.0,
+               start=[0.0, 0.0, 0.0])  # fmt: skip
+    out, err = capfd.readouterr()
+    assert out == "" and "HiGHS" not in err

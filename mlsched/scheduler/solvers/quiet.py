@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["stdout_to_stderr"]
+__all__ = ["silenced", "stdout_to_stderr"]
 
 _LOCK = threading.Lock()
 
@@ -62,3 +62,29 @@ def stdout_to_stderr() -> Iterator[None]:
                     _FFLUSH(None)  # what the solver buffered goes to stderr, not later to fd 1
                 os.dup2(saved, 1)
                 os.close(saved)
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """Within the block, descriptors 1 and 2 go to the null device: for a library's banner,
+    printed whatever its options say (highspy's, when a solver is made)."""
+    with _LOCK:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            saved = (os.dup(1), os.dup(2))
+        except (OSError, ValueError, AttributeError):
+            yield
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            yield
+        finally:
+            if _FFLUSH is not None:
+                _FFLUSH(None)
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in (*saved, null):
+                os.close(fd)

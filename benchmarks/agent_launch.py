@@ -34,8 +34,8 @@ from pathlib import Path
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.core.train_config import TrainConfig
+from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
-from mlsched.testbed.cluster_demo import agent_command
 from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.launch import commands, free_port
 

@@ -33,8 +33,8 @@ import yaml
 
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
-from mlsched.testbed.cluster_demo import agent_command
 from mlsched.trainers.launch import flag_value
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.trainer_overhead import machine
-from mlsched.controller.results import JobRecord
 from mlsched.core.allocation import JobState
+from mlsched.engine.results import JobRecord
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.gadget import GadgetPolicy
 from mlsched.scheduler.view import ClusterView, RunContext
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.workloads.loading import load_workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -28,7 +28,7 @@ from mlsched.scheduler.hetero.batch import round_inputs
 from mlsched.scheduler.hetero.maxweight import dual
 from mlsched.scheduler.hetero.policy import DEFAULT_ALPHA
 from mlsched.scheduler.view import ClusterView
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.workloads.loading import load_workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

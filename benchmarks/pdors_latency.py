@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.trainer_overhead import machine
-from mlsched.controller.engine import Engine
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
+from mlsched.engine.summary import summarize
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.pdors.policy import PdorsPolicy
 from mlsched.scheduler.registry import create
-from mlsched.testbed.metrics import summarize
-from mlsched.testbed.simulator import SimulatedExecutor
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.workloads.loading import load_workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOALS_MS = {"p50": 100.0, "p99": 1000.0}

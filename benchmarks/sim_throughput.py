@@ -200,11 +200,11 @@ GOALS: dict[str, tuple[float, tuple[str, ...] | None]] = {
 
 def run_case(case: Case, policy_name: str, *, seed: int = 0) -> dict[str, Any]:
     """Run ``case`` under ``policy_name`` in this process; return the figures."""
-    from mlsched.controller.engine import Engine
     from mlsched.core import JobState
+    from mlsched.engine.engine import Engine
+    from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
     from mlsched.perfmodel.estimator import RuntimeEstimator
     from mlsched.scheduler import create
-    from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
     start = time.perf_counter()
     engine = Engine(

@@ -42,18 +42,18 @@ from mlsched.emulation.cli import (
     run_emulated_experiment,
     run_emulation,
 )
-from mlsched.traces.cli import add_trace_parser, run_trace
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
+from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 
 # The simulator, policies, experiments, plots (numpy, scipy, matplotlib) and YAML are
 # imported by the functions that run a command, so that building the parser stays cheap:
 # `mlsched --help` and `mlsched status` should not pay a second of imports.
 if TYPE_CHECKING:
-    from mlsched.controller.engine import RunResult
     from mlsched.core.train_config import TrainConfig
-    from mlsched.testbed.experiments.base import ProgressFactory
-    from mlsched.testbed.metrics import Summary
-    from mlsched.testbed.simulator import TruthConfig
+    from mlsched.engine.engine import RunResult
+    from mlsched.engine.simulator import TruthConfig
+    from mlsched.engine.summary import Summary
+    from mlsched.experiments.base import ProgressFactory
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -198,7 +198,7 @@ def get_args_parser() -> argparse.ArgumentParser:
 
 # Config ---------------------------------------------------------------------------------
 def _default_truth() -> TruthConfig:
-    from mlsched.testbed.simulator import TruthConfig
+    from mlsched.engine.simulator import TruthConfig
 
     return TruthConfig()
 
@@ -272,7 +272,7 @@ def _progress_enabled() -> bool:
 def config_from_args(args: argparse.Namespace) -> Config:
     cmd = args.command
     if cmd == "simulate":
-        from mlsched.testbed.simulator import TruthConfig
+        from mlsched.engine.simulator import TruthConfig
 
         truth = TruthConfig(
             compute_scale=args.truth_compute_scale,
@@ -317,9 +317,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 # Run ------------------------------------------------------------------------------------
 def run(config: Config) -> int:
+    from mlsched.experiments import experiments
     from mlsched.scheduler.registry import available
-    from mlsched.testbed.experiments import experiments
-    from mlsched.testbed.workloads import builtin_workloads
+    from mlsched.workloads import builtin_workloads
 
     handler: dict[str, Callable[[Config], int]] = {
         "simulate": _simulate,
@@ -342,9 +342,15 @@ _FILES_NOTE = "(or a workload file: .yaml, .json, or .csv with --cluster; docs/w
 
 
 def _policy_facts(name: str) -> dict[str, Any]:
-    from mlsched.scheduler.registry import registered
+    from mlsched.scheduler.registry import BUILTIN, policy_class, policy_options
 
-    return {"archs": sorted(a.value for a in registered()[name].archs)}
+    cls = policy_class(name)
+    return {
+        "archs": sorted(a.value for a in cls.archs),
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "builtin": name in BUILTIN,
+        "options": [o.to_dict() for o in policy_options(cls)],
+    }
 
 
 def _print_names(
@@ -381,18 +387,18 @@ def _tqdm(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
 
 
 def _progress(config: Config) -> ProgressFactory:
-    from mlsched.testbed.experiments.base import no_progress
+    from mlsched.experiments.base import no_progress
 
     return _tqdm if config.progress else no_progress
 
 
 def _simulate(config: Config) -> int:
+    from mlsched.engine.builder import SimulationConfig, check_policies, simulate
+    from mlsched.engine.summary import job_rows, summarize
+    from mlsched.experiments.comparison import write_comparison
+    from mlsched.experiments.report import run_footer, run_header, summary_table, to_json, write_run
     from mlsched.scheduler.registry import create
-    from mlsched.testbed.comparison import write_comparison
-    from mlsched.testbed.experiments.runner import SimulationConfig, check_policies, simulate
-    from mlsched.testbed.metrics import job_rows, summarize
-    from mlsched.testbed.report import run_footer, run_header, summary_table, to_json, write_run
-    from mlsched.testbed.workloads import load_workload
+    from mlsched.workloads import load_workload
 
     check_policies(config.policies)
     workload = load_workload(
@@ -449,8 +455,8 @@ def _simulate(config: Config) -> int:
 
 
 def _experiment(config: Config) -> int:
-    from mlsched.testbed.experiments import run_experiment
-    from mlsched.testbed.report import experiment_report
+    from mlsched.experiments import run_experiment
+    from mlsched.experiments.report import experiment_report
 
     out = config.out or Path("results") / config.experiment
     results = run_experiment(
@@ -477,9 +483,9 @@ def _experiment(config: Config) -> int:
 
 def _demo(config: Config) -> int:
     """``demo --simulated``: a short simulated comparison on the ``demo`` workload."""
-    from mlsched.testbed.experiments.runner import baseline_policies, check_policies, compare
-    from mlsched.testbed.report import summary_table
-    from mlsched.testbed.workloads import load_workload
+    from mlsched.engine.builder import baseline_policies, check_policies, compare
+    from mlsched.experiments.report import summary_table
+    from mlsched.workloads import load_workload
 
     policies = list(config.policies) or baseline_policies()
     check_policies(policies)
@@ -493,8 +499,8 @@ def _demo(config: Config) -> int:
 
 
 def _cluster_demo(args: argparse.Namespace) -> int:
-    from mlsched.testbed.cluster_demo import demo_report, run_cluster_demo
-    from mlsched.testbed.experiments.runner import check_policies
+    from mlsched.demo import demo_report, run_cluster_demo
+    from mlsched.engine.builder import check_policies
 
     if len(args.policy) > 1:
         raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")

@@ -52,7 +52,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # Engine accounting ------------------------------------------------------------------
     Mutant(
         "engine-moved-servers-not-rechecked",
-        "mlsched/controller/engine.py",
+        "mlsched/engine/engine.py",
         "if prev is p or prev == p:",
         "if prev is p or (prev is not None and prev.n_workers == p.n_workers"
         " and prev.n_ps == p.n_ps):",
@@ -61,7 +61,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-departed-usage-kept",
-        "mlsched/controller/engine.py",
+        "mlsched/engine/engine.py",
         "self._rows(record.spec, prev):\n                self._used[s] -= u\n",
         "self._rows(record.spec, prev):\n                self._used[s] -= 0 * u\n",
         ("tests/test_engine.py",),
@@ -69,7 +69,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "link-reservation-never-released",
-        "mlsched/controller/link_ledger.py",
+        "mlsched/engine/link_ledger.py",
         "used[link] -= gbps",
         "used[link] -= 0 * gbps",
         ("tests/test_links.py",),
@@ -77,7 +77,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "link-finished-job-kept",
-        "mlsched/controller/engine.py",
+        "mlsched/engine/engine.py",
         "self._links.change(record.spec, prev, None)  # its ring hops are free again",
         "pass",
         ("tests/test_links.py",),
@@ -85,7 +85,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ring-order-only-counted",
-        "mlsched/controller/link_ledger.py",
+        "mlsched/engine/link_ledger.py",
         "if sorted(p.ring) != servers:",
         "if len(p.ring) != len(servers):",
         ("tests/test_links.py",),
@@ -93,7 +93,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-worker-cap-off-by-one",
-        "mlsched/controller/engine.py",
+        "mlsched/engine/engine.py",
         "if n_w > job.worker_cap or n_w < job.min_workers:",
         "if n_w > job.worker_cap + 1 or n_w < job.min_workers:",
         ("tests/test_engine.py",),
@@ -101,7 +101,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-capacity-slack",
-        "mlsched/controller/engine.py",
+        "mlsched/engine/engine.py",
         "if np.any(over > 1e-6):",
         "if np.any(over > 1.0):",
         ("tests/test_engine.py",),
@@ -317,7 +317,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "pdors-utility-figure-missing",
-        "mlsched/testbed/experiments/pdors/plots.py",
+        "mlsched/experiments/pdors/plots.py",
         'if sweep["values"]:',
         "if False:",
         ("tests/test_experiment_pdors.py", "-k", "smoke_run"),
@@ -325,7 +325,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "oasis-h2-any-variant",
-        "mlsched/testbed/experiments/oasis/targets.py",
+        "mlsched/experiments/oasis/targets.py",
         "        PRIMARY in held,",
         "        bool(held),",
         ("tests/test_experiment_oasis_checks.py",),
@@ -333,7 +333,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "oasis-h4-tie-counts",
-        "mlsched/testbed/experiments/oasis/utility.py",
+        "mlsched/experiments/oasis/utility.py",
         "float(np.mean(under)) > float(np.mean(over))",
         "float(np.mean(under)) >= float(np.mean(over))",
         ("tests/test_experiment_oasis_checks.py",),
@@ -341,7 +341,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "oasis-h5-simulation-lead-ignored",
-        "mlsched/testbed/experiments/oasis/testbed.py",
+        "mlsched/experiments/oasis/testbed.py",
         "if testbed_gap >= 0 and sim_gap is not None and sim_gap >= 0:",
         "if testbed_gap >= 0:",
         ("tests/test_experiment_oasis_checks.py",),

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from mlsched.controller.engine import Engine, RunResult
-from mlsched.controller.executor import Executor, SlotReport
 from mlsched.core import (
     Allocation,
     Arch,
@@ -31,9 +29,11 @@ from mlsched.core import (
     Topology,
     Utility,
 )
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.executor import Executor, SlotReport
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 __all__ = [
     "GPU_TYPES",

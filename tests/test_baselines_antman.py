@@ -11,10 +11,10 @@ import pytest
 from test_baselines_tiresias import gpu_cluster, ring_job
 from test_baselines_tiresias import run as run_policy
 
-from mlsched.controller.engine import RunResult
 from mlsched.core import JobSpec, Placement
+from mlsched.engine.engine import RunResult
+from mlsched.engine.simulator import TruthConfig
 from mlsched.scheduler import create
-from mlsched.testbed.simulator import TruthConfig
 
 
 def weighted(job: JobSpec, weight: float) -> JobSpec:

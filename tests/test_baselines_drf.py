@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from strategies import RecordingExecutor
 
-from mlsched.controller.engine import Engine, RunResult
 from mlsched.core import (
     Arch,
     Cluster,
@@ -21,10 +20,11 @@ from mlsched.core import (
     ResourceVector,
     Server,
 )
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import RunContext, create
 from mlsched.scheduler.baselines.drf import DrfPolicy
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 SLOT_S = 10.0
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from test_baselines_tiresias import gpu_cluster, ring_job
 from test_baselines_tiresias import run as run_policy
 
-from mlsched.controller.engine import RunResult
 from mlsched.core import Cluster, JobSpec, JobState, Placement
-from mlsched.testbed.simulator import TruthConfig
+from mlsched.engine.engine import RunResult
+from mlsched.engine.simulator import TruthConfig
 
 
 def run(

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from strategies import RecordingExecutor
 
-from mlsched.controller.engine import Engine, RunResult
 from mlsched.core import (
     Arch,
     Cluster,
@@ -28,6 +27,10 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.simulator import SimulatedExecutor
+from mlsched.engine.summary import summarize
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import RunContext, create
 from mlsched.scheduler.baselines import dorm as dorm_module
@@ -36,10 +39,7 @@ from mlsched.scheduler.baselines.drf import DrfPolicy
 from mlsched.scheduler.baselines.rrh import RrhPolicy, list_schedule
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.metrics import summarize
-from mlsched.testbed.simulator import SimulatedExecutor
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.workloads.loading import load_workload
 
 SLOT_S = 10.0
 

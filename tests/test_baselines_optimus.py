@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 from strategies import RecordingExecutor
 
-from mlsched.controller.engine import Engine, RunResult
 from mlsched.core import (
     Arch,
     Cluster,
@@ -24,10 +23,11 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.policy import Policy
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 SLOT_S = 10.0
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from strategies import RecordingExecutor
 
-from mlsched.controller.engine import Engine, RunResult
 from mlsched.core import (
     Arch,
     Cluster,
@@ -22,9 +21,10 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 SLOT_S = 10.0
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from mlsched.cli import main
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.trace import save_workload
+from mlsched.workloads import load_workload
+from mlsched.workloads.trace import save_workload
 
 _SMALL = ["--workload", "oasis-paper", "--jobs", "10", "--horizon", "30", "-W", "servers=4"]
 _REQUIRED_SUMMARY = {

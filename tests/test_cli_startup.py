@@ -25,7 +25,7 @@ HEAVY_PACKAGES = (
 )
 # Parts of mlsched that only running a command needs.
 HEAVY_MLSCHED = (
-    "mlsched.controller.engine",
+    "mlsched.engine.engine",
     "mlsched.controller.server",
     "mlsched.scheduler",
     "mlsched.perfmodel",

@@ -9,10 +9,10 @@ import pytest
 
 from mlsched.core import Cluster, JobSpec, Pool, ResourceVector, Server, Topology
 from mlsched.core.allocation import Placement
+from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.scheduler.committed import CommittedPlans, count_changes, take_level
 from mlsched.scheduler.registry import create
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.workloads import load_workload
+from mlsched.workloads import load_workload
 
 
 @pytest.fixture

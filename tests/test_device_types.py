@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlsched.controller.engine import Engine
 from mlsched.core import Arch, Cluster, JobSpec, JobState, RejectKind, ResourceVector, Server
 from mlsched.core.device_types import MAX_TYPES, TypeCatalogue
 from mlsched.core.errors import SpecError
+from mlsched.core.type_hosts import type_problems, worker_hosts
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, worker_servers
-from mlsched.testbed.simulator import SimulatedExecutor
 
 CLUSTER_YAML = """
 servers:
@@ -44,11 +45,11 @@ def test_a_cluster_description_carries_its_types_and_writes_them_back() -> None:
     assert types.workers["k80x4"].demand == ResourceVector({"gpu": 4, "cpu": 8, "bw_gbps": 2})
     # Which servers host a type: its GPU model's worker servers; a type without a model
     # and a type the catalogue does not know run on any worker server.
-    assert types.worker_hosts(cluster, "v100x2") == (0,)
-    assert types.worker_hosts(cluster, "k80x4") == (1,)
-    assert types.worker_hosts(cluster, "cpu1") == (0, 1)
-    assert types.worker_hosts(cluster, "other") == (0, 1)
-    assert types.problems(cluster) == []
+    assert worker_hosts(cluster, "v100x2", types) == (0,)
+    assert worker_hosts(cluster, "k80x4", types) == (1,)
+    assert worker_hosts(cluster, "cpu1", types) == (0, 1)
+    assert worker_hosts(cluster, "other", types) == (0, 1)
+    assert type_problems(cluster, types) == []
     again = Cluster.from_dict(cluster.to_dict())
     assert again.types == types and again == cluster
     assert not Cluster.from_dict({"servers": cluster.to_dict()["servers"]}).types
@@ -80,7 +81,7 @@ def test_problems_name_a_model_no_server_has_and_bundles_no_host_holds() -> None
     raw["types"]["workers"]["v100x8"] = {"gpu_model": "V100", "gpu": 8}
     raw["types"]["ps"]["huge"] = {"cpu": 64}
     cluster = Cluster.from_dict(raw)  # a live cluster may still grow: loading accepts it
-    fields = [p.field for p in cluster.types.problems(cluster)]
+    fields = [p.field for p in type_problems(cluster)]
     assert fields == ["types.workers.m60x1.gpu_model", "types.workers.v100x8", "types.ps.huge"]
     # A simulated cluster is fixed: the engine refuses it, naming the first.
     with pytest.raises(SpecError, match=r"types\.workers\.m60x1\.gpu_model"):

@@ -8,18 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import Engine
 from mlsched.core import Cluster, JobSpec, JobState, ResourceVector, Server
 from mlsched.core.job import Arch, SyncMode
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.baselines.taskfill import TaskFiller
 from mlsched.scheduler.dps import DpsPolicy, price_grid, shape_of, theorem_delta
 from mlsched.scheduler.dps.bandit import Arms
 from mlsched.scheduler.dps.placement import pa, random_placement
-from mlsched.testbed.simulator import SimulatedExecutor
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.base import Workload
+from mlsched.workloads import load_workload
+from mlsched.workloads.base import Workload
 
 SLOT_S = 300.0
 

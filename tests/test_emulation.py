@@ -277,8 +277,8 @@ def test_commands_refuse_what_they_cannot_do(
 
 def test_testbed_workload_is_the_emulated_cluster_and_fidelity_compares_jcts() -> None:
     from mlsched.emulation.experiment import fidelity_rows, testbed_workload
-    from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-    from mlsched.testbed.metrics import jct_s
+    from mlsched.engine.builder import SimulationConfig, simulate
+    from mlsched.engine.summary import jct_s
 
     spec = EmulationSpec(hosts=4, racks=2, host_gbps=1.0, rack_gbps=0.2)
     workload = testbed_workload(spec, slot_seconds=5.0)

@@ -12,7 +12,6 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Admission,
     Allocation,
@@ -33,10 +32,11 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import ClusterView, Policy, create
 from mlsched.scheduler.baselines.fifo import FifoPolicy
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 SLOT_S = 10.0
 
@@ -505,7 +505,7 @@ def test_stall_is_detected_when_nothing_is_allocated(
 ) -> None:
     engine = make_engine(tiny_cluster, IdlePolicy(), stall_slots=5)
     engine.submit(gpu_job("waiting", arrival_slot=2))
-    with caplog.at_level(logging.WARNING, logger="mlsched.controller.engine"):
+    with caplog.at_level(logging.WARNING, logger="mlsched.engine.engine"):
         result = engine.run()
     assert result.stalled
     assert result.slots == 3 + 5  # the arrival resets the idle count

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlsched.experiments import run_experiment
+from mlsched.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_item
+from mlsched.experiments.dps.diagnosis import diagnose, offer_facts
+from mlsched.experiments.dps.profit import WIDE_MARGIN
 from mlsched.scheduler.dps.posted import Offer
-from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_item
-from mlsched.testbed.experiments.dps.diagnosis import diagnose, offer_facts
-from mlsched.testbed.experiments.dps.profit import WIDE_MARGIN
 
 
 def test_smoke_scale_writes_results_checks_and_plots(

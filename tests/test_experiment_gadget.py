@@ -14,9 +14,9 @@ import pytest
 
 from mlsched.cli import main
 from mlsched.core.allocation import Allocation, Placement
-from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.gadget.checks import at_least
-from mlsched.testbed.experiments.gadget.common import (
+from mlsched.experiments import run_experiment
+from mlsched.experiments.gadget.checks import at_least
+from mlsched.experiments.gadget.common import (
     BASELINES,
     PRIMARY,
     SCALE_SETTINGS,
@@ -25,8 +25,8 @@ from mlsched.testbed.experiments.gadget.common import (
     run_item,
     workload,
 )
-from mlsched.testbed.experiments.gadget.replay import Replay
-from mlsched.testbed.experiments.pool import Runner
+from mlsched.experiments.gadget.replay import Replay
+from mlsched.experiments.pool import Runner
 
 _PLOTS = {
     "fig4_utility_vs_jobs.png",

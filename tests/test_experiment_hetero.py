@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.hetero.common import (
+from mlsched.experiments import run_experiment
+from mlsched.experiments.hetero.common import (
     BASELINES,
     SCALE_SETTINGS,
     SCHEMES,
@@ -19,7 +19,7 @@ from mlsched.testbed.experiments.hetero.common import (
     Item,
     run_item,
 )
-from mlsched.testbed.experiments.pool import Runner
+from mlsched.experiments.pool import Runner
 
 
 def test_smoke_scale_writes_results_checks_and_plots(

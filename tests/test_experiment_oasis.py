@@ -13,17 +13,17 @@ import pytest
 
 from mlsched.core.job import JobSpec
 from mlsched.core.utility import Utility
-from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.oasis import (
+from mlsched.engine.builder import Failure
+from mlsched.experiments import run_experiment
+from mlsched.experiments.oasis import (
     BASELINES,
     OASIS_VARIANTS,
     SCALE_SETTINGS,
     _schemes,
     job_class,
 )
-from mlsched.testbed.experiments.oasis.utility import _h1_one
-from mlsched.testbed.experiments.pool import Runner
-from mlsched.testbed.experiments.runner import Failure
+from mlsched.experiments.oasis.utility import _h1_one
+from mlsched.experiments.pool import Runner
 
 
 def test_smoke_scale_writes_results_checks_and_plots(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from mlsched.testbed.experiments.oasis.targets import _check_h2
-from mlsched.testbed.experiments.oasis.testbed import _check_h5
-from mlsched.testbed.experiments.oasis.utility import _check_h4
+from mlsched.experiments.oasis.targets import _check_h2
+from mlsched.experiments.oasis.testbed import _check_h5
+from mlsched.experiments.oasis.utility import _check_h4
 
 CLASSES = ("sensitive", "critical")
 

@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mlsched.scheduler.baselines.common import fixed_counts
-from mlsched.testbed.experiments import run_experiment
-from mlsched.testbed.experiments.base import Check
-from mlsched.testbed.experiments.pdors.checks import (
+from mlsched.experiments import run_experiment
+from mlsched.experiments.base import Check
+from mlsched.experiments.pdors.checks import (
     check_gain_grows,
     check_median,
     check_mix,
@@ -24,9 +23,10 @@ from mlsched.testbed.experiments.pdors.checks import (
     rounding_ratios,
     with_variants,
 )
-from mlsched.testbed.experiments.pdors.common import SCALE_SETTINGS, Item, run_item, schemes
-from mlsched.testbed.experiments.pool import Runner
-from mlsched.testbed.workloads.pdors import pdors_paper
+from mlsched.experiments.pdors.common import SCALE_SETTINGS, Item, run_item, schemes
+from mlsched.experiments.pool import Runner
+from mlsched.scheduler.baselines.common import fixed_counts
+from mlsched.workloads.pdors import pdors_paper
 
 NAMES = ("pd_ors", "oasis", "fifo", "drf", "dorm")
 #: Every scheme of the experiment: PD-ORS as shipped, its variant and the baselines.

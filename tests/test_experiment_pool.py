@@ -8,7 +8,7 @@ import math
 import pytest
 
 from mlsched.core.errors import SpecError
-from mlsched.testbed.experiments.pool import Runner, available_workers
+from mlsched.experiments.pool import Runner, available_workers
 
 
 def test_runs_on_worker_processes_in_item_order() -> None:

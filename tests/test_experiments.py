@@ -11,10 +11,10 @@ import pytest
 from mlsched.cli import main
 from mlsched.core import Arch
 from mlsched.core.errors import SpecError
+from mlsched.experiments import base as exp_base
+from mlsched.experiments import baselines as exp_baselines
+from mlsched.experiments import experiments, register_experiment, run_experiment
 from mlsched.scheduler import available, registered
-from mlsched.testbed.experiments import base as exp_base
-from mlsched.testbed.experiments import baselines as exp_baselines
-from mlsched.testbed.experiments import experiments, register_experiment, run_experiment
 
 _REQUIRED = {"experiment", "seeds", "scale", "wall_seconds", "summary", "checks"}
 
@@ -108,7 +108,7 @@ def test_run_experiment_rejects_bad_arguments(tmp_path: Path, kwargs: dict, fiel
 
 
 def test_mean_summary_averages_over_runs():
-    from mlsched.testbed.metrics import Summary
+    from mlsched.engine.summary import Summary
 
     def s(u: float, jct: float | None) -> Summary:
         return Summary(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mlsched.engine.builder import SimulationConfig, _with_oracle, simulate
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline.fixed_price import best_fixed_prices, build_model, replay
 from mlsched.scheduler.view import RunContext
-from mlsched.testbed.experiments.runner import SimulationConfig, _with_oracle, simulate
-from mlsched.testbed.workloads import Workload, load_workload
+from mlsched.workloads import Workload, load_workload
 
 
 def small(seed: int = 0, **options: object) -> Workload:

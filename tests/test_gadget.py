@@ -13,7 +13,6 @@ import itertools
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Arch,
     Cluster,
@@ -25,13 +24,14 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.gadget import GadgetPolicy, RingJob, SlotProblem, lp_rs_mde
 from mlsched.scheduler.gadget.config_lp import solve_config_lp
 from mlsched.scheduler.gadget.embeddings import cheapest, embedding_of
 from mlsched.scheduler.gadget.rounding import Ledger, round_embeddings, violation_factors
-from mlsched.testbed.simulator import SimulatedExecutor
 
 SEEDS = range(8)
 

@@ -12,11 +12,11 @@ from mlsched.core.allocation import Allocation, JobState, Placement
 from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch
 from mlsched.core.utility import UtilityKind
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.simulator import SimulatedExecutor
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.gadget import bursty_weights, gadget_paper
-from mlsched.testbed.workloads.trace import load_workload_file, save_workload
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.simulator import SimulatedExecutor
+from mlsched.workloads import load_workload
+from mlsched.workloads.gadget import bursty_weights, gadget_paper
+from mlsched.workloads.trace import load_workload_file, save_workload
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

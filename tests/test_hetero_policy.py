@@ -11,6 +11,7 @@ import pytest
 from mlsched.core.cluster import Cluster, Server
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
+from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.hetero import (
     DEFAULT_CATALOGUE,
@@ -27,8 +28,7 @@ from mlsched.scheduler.hetero import (
 from mlsched.scheduler.hetero.policy import HeteroPolicy, round_slot
 from mlsched.scheduler.registry import create
 from mlsched.scheduler.view import ClusterView
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.workloads import load_workload
+from mlsched.workloads import load_workload
 
 SLOT = 100.0
 
@@ -190,8 +190,8 @@ def test_demo_every_job_finishes_with_compact_offsets():
 def test_faithful_offsets_start_round_i_at_alpha_tau():
     workload = load_workload("demo")
     policy = HeteroPolicy(alpha=2)
-    from mlsched.controller.engine import Engine
-    from mlsched.testbed.simulator import SimulatedExecutor
+    from mlsched.engine.engine import Engine
+    from mlsched.engine.simulator import SimulatedExecutor
 
     engine = Engine(
         workload.cluster,

@@ -6,8 +6,8 @@ import pytest
 
 from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.hetero import hetero_paper
+from mlsched.workloads import load_workload
+from mlsched.workloads.hetero import hetero_paper
 
 
 def test_paper_ranges_types_and_both_architectures():

@@ -19,8 +19,8 @@ from mlsched.core.errors import MAX_MESSAGE, SpecError
 from mlsched.core.ids import check_id, contained
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import JOB_LIMITS, MAX_DOCUMENT_BYTES, TRAINING_LIMITS
-from mlsched.testbed.workloads.trace import load_trace_csv, load_workload_file
 from mlsched.trainers.checkpoint import CheckpointError, TrainState, load_latest, save
+from mlsched.workloads.trace import load_trace_csv, load_workload_file
 
 BASE: dict[str, Any] = {"job_id": "ok", "model": "mlp", "arch": "ps", "batch_size": 8}
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from mlsched.controller.cluster_executor import _layout
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Admission,
     Allocation,
@@ -29,10 +28,11 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.links import ring_hops
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.paths import ring_bottleneck_gbps
 from mlsched.scheduler import ClusterView, Policy
-from mlsched.testbed.simulator import SimulatedExecutor
 
 A0, A1, B0, B1 = 0, 1, 2, 3
 

@@ -8,12 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import JobRecord, ModelError, RunResult
 from mlsched.controller.pricing import market, quote_fields
 from mlsched.core.allocation import JobState, Quote, RejectKind
 from mlsched.core.job import JobSpec
 from mlsched.core.utility import Utility
-from mlsched.testbed.metrics import job_rows, summarize
+from mlsched.engine.engine import JobRecord, ModelError, RunResult
+from mlsched.engine.summary import job_rows, summarize
 
 SLOT_S = 100.0
 

@@ -20,7 +20,6 @@ from test_policy_properties import (
 )
 
 from mlsched.cli import main
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Admission,
     Cluster,
@@ -32,6 +31,9 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import ClusterView, create
 from mlsched.scheduler.oasis import (
@@ -51,9 +53,7 @@ from mlsched.scheduler.oasis import (
 )
 from mlsched.scheduler.oasis.prices import PoolConstants
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
-from mlsched.testbed.workloads import load_workload
+from mlsched.workloads import load_workload
 
 _SETTINGS = settings(
     deadline=None,

@@ -14,7 +14,6 @@ from functools import cache
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Arch,
     Cluster,
@@ -25,12 +24,13 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.builder import baseline_policies
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.offline import offline_optimum, performance_ratio, worker_rate
 from mlsched.scheduler.solvers.highs import SolveStatus
-from mlsched.testbed.experiments.runner import baseline_policies
-from mlsched.testbed.simulator import SimulatedExecutor
 
 SLOT_S = 10.0
 RATE = 10.0  # work units per worker per slot

@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from mlsched.controller.engine import Engine
 from mlsched.core import Cluster, JobSpec, JobState, Pool, ResourceVector, Server, Topology
 from mlsched.core.job import Arch, SyncMode
 from mlsched.core.utility import Utility
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import Policy, create
 from mlsched.scheduler.pdors.constants import ConstantsEstimator
@@ -22,7 +23,6 @@ from mlsched.scheduler.pdors.slot import (
     gain_cover,
     gain_packing,
 )
-from mlsched.testbed.simulator import SimulatedExecutor
 
 
 def machines(n: int, gpu: int = 8, cpu: int = 16) -> Cluster:

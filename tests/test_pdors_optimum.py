@@ -24,13 +24,13 @@ from mlsched.core import (
 )
 from mlsched.core.allocation import Plan
 from mlsched.core.job import SyncMode
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.summary import summarize
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline import OfflineResult, pdors_optimum
 from mlsched.scheduler.pdors.needs import per_worker_rates
 from mlsched.scheduler.solvers.highs import SolveStatus
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.metrics import summarize
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.workloads.loading import load_workload
 
 SLOT_S = 22.0
 RATE_IN, RATE_EX = 20.0, 11.0  # samples per worker per slot

@@ -30,12 +30,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from strategies import RecordedRun, Scenario, run_recorded, scenarios
 
-from mlsched.controller.engine import Engine
 from mlsched.core import Arch, Cluster, JobSpec, JobState, Pool, ResourceVector, Server
 from mlsched.core.utility import Utility
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import Policy, available, create, registered
-from mlsched.testbed.simulator import SimulatedExecutor
 
 POLICIES = sorted(registered())
 _SCALE = float(os.environ.get("MLSCHED_PROPERTY_EXAMPLES", "1.0"))
@@ -155,8 +155,10 @@ def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> 
     assert set(engine.placements) == {"second"}
 
 
-def test_unknown_policy_name_asks_about_register() -> None:
-    with pytest.raises(ValueError, match="register"):
+def test_unknown_policy_name_lists_the_known_and_the_module_form() -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown policy 'no-such-policy'; known: .*fifo.*module:Class"
+    ):
         create("no-such-policy")
 
 

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from strategies import RecordingExecutor
 
-from mlsched.controller.engine import Engine
 from mlsched.core import (
     Arch,
     Cluster,
@@ -27,13 +26,14 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.allocation import RejectKind
+from mlsched.engine.engine import Engine
+from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.scheduler.ring_placement import RingLedger, p0_ring, ring_link_load
-from mlsched.testbed.simulator import SimulatedExecutor
-from mlsched.testbed.workloads import Workload
-from mlsched.testbed.workloads.gadget import gadget_paper
+from mlsched.workloads import Workload
+from mlsched.workloads.gadget import gadget_paper
 
 A0, A1, A2, B0, B1 = range(5)
 GPU = ResourceVector({"gpu": 1})

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mlsched.testbed.experiments import cache as run_cache
-from mlsched.testbed.experiments.runner import Failure, SimulationConfig, simulate, try_simulate
-from mlsched.testbed.workloads.base import load_workload
+from mlsched.engine import run_cache
+from mlsched.engine.builder import Failure, SimulationConfig, simulate, try_simulate
+from mlsched.workloads.loading import load_workload
 
 
 @pytest.fixture

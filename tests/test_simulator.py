@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from mlsched.controller.executor import SlotReport
 from mlsched.core import (
     Allocation,
     Arch,
@@ -21,8 +20,9 @@ from mlsched.core import (
     SpecError,
     SyncMode,
 )
+from mlsched.engine.executor import SlotReport
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
-from mlsched.testbed.simulator import SimulatedExecutor, TruthConfig
 
 SLOT_S = 60.0
 

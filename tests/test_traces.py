@@ -11,10 +11,10 @@ import yaml
 
 from mlsched.cli import main
 from mlsched.core import SpecError
-from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.trace import load_cluster_file
-from mlsched.traces import import_trace, write_workload
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.workloads import load_workload
+from mlsched.workloads.trace import load_cluster_file
+from mlsched.workloads.traces import import_trace, write_workload
 
 # GPU type -> steps/s of each (job type, scale) alone, Gavel's layout.
 THROUGHPUTS = {
@@ -270,7 +270,7 @@ def test_slot_length_is_chosen_from_run_times(tmp_path: Path) -> None:
 def test_large_workloads_keep_their_jobs_beside(
     gavel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mlsched.testbed.workloads.trace as trace_module
+    import mlsched.workloads.trace as trace_module
 
     monkeypatch.setattr(trace_module, "WORKLOAD_LIMIT", 2_000)
     cluster = load_cluster_file(typed_cluster(tmp_path, {"v100": 2}))
@@ -289,7 +289,7 @@ def test_large_workloads_keep_their_jobs_beside(
     back = load_workload(written[0])
     assert [j.to_dict() for j in back.jobs] == [j.to_dict() for j in imported.jobs]
     # Many jobs go beside a YAML file too (its loader is slow), not beside a JSON one.
-    import mlsched.traces as traces
+    import mlsched.workloads.traces as traces
 
     monkeypatch.setattr(traces, "INLINE_JOBS", 2)
     assert len(write_workload(imported, tmp_path / "many.yaml")) == 2

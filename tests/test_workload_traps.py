@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from mlsched.core import JobSpec, ResourceVector
-from mlsched.testbed.workloads import load_workload
-from mlsched.testbed.workloads.trace import write_trace_csv
-from mlsched.testbed.workloads.traps import pooled_speeds
+from mlsched.workloads import load_workload
+from mlsched.workloads.trace import write_trace_csv
+from mlsched.workloads.traps import pooled_speeds
 
 CLUSTER = {"servers": [{"name": "g", "count": 2, "capacity": {"gpu": 4, "cpu": 16}}]}
 

@@ -13,11 +13,11 @@ import yaml
 from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch, SyncMode
 from mlsched.core.utility import UtilityKind
-from mlsched.testbed.workloads import builtin_workloads, load_workload
-from mlsched.testbed.workloads.oasis import min_duration_slots, oasis_paper
-from mlsched.testbed.workloads.oasis_testbed import TESTBED_MODELS
-from mlsched.testbed.workloads.pdors import MACHINE, pdors_paper
-from mlsched.testbed.workloads.trace import (
+from mlsched.workloads import builtin_workloads, load_workload
+from mlsched.workloads.oasis import min_duration_slots, oasis_paper
+from mlsched.workloads.oasis_testbed import TESTBED_MODELS
+from mlsched.workloads.pdors import MACHINE, pdors_paper
+from mlsched.workloads.trace import (
     load_trace_csv,
     load_workload_file,
     save_workload,

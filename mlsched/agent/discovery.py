@@ -16,7 +16,6 @@ from importlib import metadata
 
 import psutil
 
-import mlsched
 from mlsched.net.auth import is_loopback
 from mlsched.net.ports import DEFAULT_PORTS
 from mlsched.trainers.telemetry import gpu_inventory
@@ -139,9 +138,6 @@ def interface_of(host: str) -> str | None:
 
 
 def _version() -> str:
-    version = getattr(mlsched, "__version__", None)
-    if version:
-        return str(version)
     try:
         return metadata.version("mlsched")
     except metadata.PackageNotFoundError:

@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
-from mlsched.controller.executor import Executor, JobProgress, SlotReport
 from mlsched.controller.logs import TaskIndex
 from mlsched.controller.runs import (
     Generation,
@@ -40,6 +39,7 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import TaskPlan
+from mlsched.engine.executor import Executor, JobProgress, SlotReport
 from mlsched.perfmodel.base import Measurement
 
 __all__ = ["ClusterExecutor"]

@@ -7,9 +7,9 @@ import time
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.config import ControllerConfig
-from mlsched.controller.engine import Engine
 from mlsched.controller.pricing import market
 from mlsched.controller.status import AgentStatus, ClusterStatus
+from mlsched.engine.engine import Engine
 
 __all__ = ["cluster_status"]
 

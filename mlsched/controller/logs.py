@@ -20,8 +20,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.status import JobStatus
 from mlsched.core.errors import MlschedError, shorten
 from mlsched.core.ids import check_id
 from mlsched.core.task_logs import (
@@ -32,9 +33,6 @@ from mlsched.core.task_logs import (
     check_range,
 )
 from mlsched.core.tasks import TaskPlan
-
-if TYPE_CHECKING:
-    from mlsched.controller.server import Controller
 
 __all__ = ["LogBroker", "LogError", "TaskIndex", "TaskLog", "TaskLogs"]
 
@@ -211,14 +209,25 @@ class TaskLog:
 class TaskLogs:
     """The job service's log reads for one controller."""
 
-    def __init__(self, ctl: Controller, broker: LogBroker | None = None) -> None:
-        self.ctl = ctl
+    def __init__(
+        self,
+        *,
+        heartbeat_s: float,
+        job: Callable[[str], JobStatus],
+        index: TaskIndex,
+        agents: AgentRegistry,
+        broker: LogBroker | None = None,
+    ) -> None:
+        self.heartbeat_s = heartbeat_s
+        self.job = job  # a job's status by id (KeyError: none)
+        self.index = index
+        self.agents = agents
         self.broker = broker or LogBroker()
 
     def wait_s(self) -> float:
         """How long a call waits for an agent: the request rides the next heartbeat reply
         and the answer the heartbeat after it, so a few intervals and a margin."""
-        return min(MAX_WAIT_S, 3 * self.ctl.cfg.heartbeat_s + 1.0)
+        return min(MAX_WAIT_S, 3 * self.heartbeat_s + 1.0)
 
     def read(
         self, job_id: str, task_id: str, offset: int, max_bytes: int, *, wait_s: float
@@ -230,10 +239,10 @@ class TaskLogs:
             check_id(task_id, "task_id", max_len=MAX_TASK_ID_LEN)
         offset, max_bytes = check_range(offset, max_bytes)
         try:
-            status = self.ctl.job(job_id)
+            status = self.job(job_id)
         except KeyError:
             raise LogError("not_found", f"no job {job_id!r}") from None
-        index = self.ctl.executor.task_index
+        index = self.index
         tasks = index.tasks(job_id)
         if not tasks:
             why = f": {status.reason}" if status.reason else ""
@@ -251,11 +260,11 @@ class TaskLogs:
         what = f"task {task_id!r} of job {job_id!r}"
 
         def lost() -> bool:
-            agent = self.ctl.agents.get(agent_id)
+            agent = self.agents.get(agent_id)
             return agent is None or not agent.alive
 
         if lost():
-            agent = self.ctl.agents.get(agent_id)
+            agent = self.agents.get(agent_id)
             why = (
                 "has not come back since the controller restarted"
                 if agent is not None and agent.returning
@@ -272,7 +281,7 @@ class TaskLogs:
             task_id=task_id,
             agent_id=agent_id,
             chunk=chunk,
-            job_state=self.ctl.job(job_id).state,  # after the read: a final state is final
+            job_state=self.job(job_id).state,  # after the read: a final state is final
             latest_task_id=index.latest(job_id),
             task_ids=tuple(index.tasks(job_id)),
         )

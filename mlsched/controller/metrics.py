@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from mlsched.controller.server import Controller
+    from mlsched.controller.facade import ControllerFacade
 
 __all__ = ["JOB_STATES", "ControllerMetrics"]
 
@@ -44,7 +44,7 @@ _FAST_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 class _State(Collector):
     """Gauges read from the controller at scrape time."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerFacade) -> None:
         self._ctl = ctl
 
     def collect(self) -> Iterator[Metric]:
@@ -87,7 +87,7 @@ class _State(Collector):
 class ControllerMetrics:
     """The registry, its histograms, and the HTTP server once :meth:`serve` is called."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerFacade) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_State(ctl))
         self.slot_seconds = Histogram(

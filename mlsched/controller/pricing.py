@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from mlsched.controller.results import JobRecord
+from mlsched.engine.results import JobRecord
 
 __all__ = ["market", "quote_fields"]
 

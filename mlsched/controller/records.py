@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlsched.controller.engine import JobRecord
 from mlsched.core.allocation import JobState, Quote, RejectKind
 from mlsched.core.job import JobSpec
+from mlsched.engine.engine import JobRecord
 
 __all__ = ["record_from_row", "record_state"]
 

@@ -26,7 +26,6 @@ from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.cluster_report import cluster_status
 from mlsched.controller.config import ControllerConfig
-from mlsched.controller.engine import Engine, JobRecord
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
@@ -42,6 +41,8 @@ from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.core.reports import Heartbeat
+from mlsched.core.type_hosts import type_problems
+from mlsched.engine.engine import Engine, JobRecord
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
@@ -250,7 +251,7 @@ class Controller:
             self.agents.mark_changed()
             return
         self.executor.set_cluster(cluster)
-        for problem in cluster.types.problems(cluster):
+        for problem in type_problems(cluster):
             # Agents may still be joining: a type no agent hosts yet is not offered.
             log.warning("[controller] type catalogue: %s", problem)
         policy = create(self.cfg.policy, **self.policy_options)

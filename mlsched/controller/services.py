@@ -24,7 +24,7 @@ from mlsched.net.task_wire import task_to_proto
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 if TYPE_CHECKING:
-    from mlsched.controller.server import Controller
+    from mlsched.controller.facade import ControllerFacade
 
 __all__ = ["Endpoint", "add_services"]
 
@@ -32,7 +32,7 @@ __all__ = ["Endpoint", "add_services"]
 class Endpoint:
     """The controller's services, listening on its configured address until :meth:`stop`."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerFacade) -> None:
         cfg = ctl.cfg
         interceptors = [TokenInterceptor(cfg.token, cfg.agent_secret)] if cfg.token else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
@@ -56,10 +56,15 @@ class Endpoint:
         self.server.stop(grace=grace).wait()
 
 
-def add_services(ctl: Controller, server: grpc.Server) -> TaskLogs:
+def add_services(ctl: ControllerFacade, server: grpc.Server) -> TaskLogs:
     """Serve the agent and job services of ``ctl`` on ``server``; their log reads (shared:
     clients' requests wait for the agents' heartbeats)."""
-    logs = TaskLogs(ctl)
+    logs = TaskLogs(
+        heartbeat_s=ctl.cfg.heartbeat_s,
+        job=ctl.job,
+        index=ctl.executor.task_index,
+        agents=ctl.agents,
+    )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(ctl, logs), server)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(ctl, logs), server)
     return logs
@@ -83,7 +88,7 @@ def _check_identity(context: grpc.ServicerContext, claimed: str) -> None:
 
 
 class _AgentService(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, ctl: Controller, logs: TaskLogs) -> None:
+    def __init__(self, ctl: ControllerFacade, logs: TaskLogs) -> None:
         self.ctl = ctl
         self.logs = logs
 
@@ -133,7 +138,7 @@ _LOG_CODES = {
 
 
 class _JobService(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, ctl: Controller, logs: TaskLogs) -> None:
+    def __init__(self, ctl: ControllerFacade, logs: TaskLogs) -> None:
         self.ctl = ctl
         self.logs = logs
 

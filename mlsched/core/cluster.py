@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,10 +26,8 @@ from mlsched.core.fields import (
     req_mapping,
     req_str,
 )
+from mlsched.core.links import Links
 from mlsched.core.resources import ResourceVector
-
-if TYPE_CHECKING:
-    from mlsched.core.links import Links
 
 __all__ = ["Cluster", "Pool", "Server", "Topology"]
 
@@ -247,9 +245,7 @@ class Cluster:
     @cached_property
     def links(self) -> Links:
         """The directed links of the two-tier tree and ring-hop routes over them."""
-        from mlsched.core.links import Links
-
-        return Links(self)
+        return Links(self.servers, self.racks, self.topology.rack_uplink)
 
     def path_gbps(self, a: int, b: int) -> float:
         """Bottleneck bandwidth of the path between servers a and b (intra, rack or core)."""

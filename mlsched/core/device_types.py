@@ -13,8 +13,8 @@ description (``types:`` beside ``servers:``)::
 
 Which servers host a type follows from the servers' own ``gpu_type``: a worker type runs
 on the worker-pool servers of its GPU model (on any worker server when it names none), a
-PS type on the PS-pool servers. :meth:`TypeCatalogue.problems` says what a cluster cannot
-honour (a model no server has, a bundle no host can hold); :meth:`TypeCatalogue.job_problem`
+PS type on the PS-pool servers. :func:`mlsched.core.type_hosts.type_problems` says what a
+cluster cannot honour (a model no server has, a bundle no host can hold); :meth:`TypeCatalogue.job_problem`
 what a job gets wrong (a type the catalogue lacks, or a bundle other than the catalogue's).
 """
 
@@ -24,16 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_keys, req_mapping
 from mlsched.core.ids import check_id
+from mlsched.core.job import JobSpec
 from mlsched.core.resources import ResourceVector
-
-if TYPE_CHECKING:
-    from mlsched.core.cluster import Cluster
-    from mlsched.core.job import JobSpec
 
 __all__ = ["MAX_TYPES", "PsType", "TypeCatalogue", "WorkerType"]
 
@@ -78,47 +75,6 @@ class TypeCatalogue:
     def gpu_model(self, worker_type: str | None) -> str | None:
         hit = self.workers.get(worker_type) if worker_type is not None else None
         return hit.gpu_model if hit is not None else None
-
-    def worker_hosts(self, cluster: Cluster, worker_type: str | None) -> tuple[int, ...]:
-        """Indices of the servers that host ``worker_type`` (worker pool, its GPU model)."""
-        model = self.gpu_model(worker_type)
-        return tuple(
-            i
-            for i in cluster.worker_servers
-            if model is None or cluster.servers[i].gpu_type == model
-        )
-
-    # Validation ----------------------------------------------------------------------
-    def problems(self, cluster: Cluster) -> list[SpecError]:
-        """What ``cluster`` cannot honour: a worker type whose GPU model no worker server
-        has, a bundle that fits none of its hosts; a PS type that fits no PS server."""
-        out: list[SpecError] = []
-        for wt in self.worker_types:
-            hosts = self.worker_hosts(cluster, wt.name)
-            field = f"types.workers.{wt.name}"
-            if not hosts:
-                models = sorted(
-                    {cluster.servers[i].gpu_type or "-" for i in cluster.worker_servers}
-                )
-                out.append(
-                    SpecError(
-                        f"{field}.gpu_model",
-                        wt.gpu_model,
-                        f"a GPU model of a worker server {models}",
-                    )
-                )
-            elif not any(_fits(cluster, i, wt.demand) for i in hosts):
-                out.append(
-                    SpecError(field, wt.demand.as_dict(), "a bundle one of its hosts can hold")
-                )
-        for pt in self.ps_types:
-            if not any(_fits(cluster, i, pt.demand) for i in cluster.ps_servers):
-                out.append(
-                    SpecError(
-                        f"types.ps.{pt.name}", pt.demand.as_dict(), "a bundle a PS server can hold"
-                    )
-                )
-        return out
 
     def job_problem(self, job: JobSpec) -> SpecError | None:
         """A job's first type the catalogue lacks or whose bundle differs from it; None
@@ -184,10 +140,3 @@ def _table(raw: Any, field: str) -> list[tuple[str, Any]]:
     if len(data) > MAX_TYPES:
         raise SpecError(field, f"{len(data)} types", f"at most {MAX_TYPES} types")
     return [(check_id(name, f"{field} key"), entry) for name, entry in data.items()]
-
-
-def _fits(cluster: Cluster, server: int, demand: ResourceVector) -> bool:
-    need = cluster.demand_array(demand)
-    if demand["gpu"] > 0 and "gpu" not in cluster.resource_names:
-        return False
-    return bool((cluster.capacity[server] >= need - 1e-9).all())

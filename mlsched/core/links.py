@@ -14,16 +14,13 @@ free (A30). A ring visits each of its servers once, so each server's workers are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from mlsched.core.errors import SpecError
-
-if TYPE_CHECKING:
-    from mlsched.core.cluster import Cluster
 
 __all__ = ["Link", "Links", "ring_hops"]
 
@@ -52,30 +49,45 @@ def ring_hops(order: Sequence[int]) -> list[tuple[int, int]]:
     return [(order[i], order[(i + 1) % n]) for i in range(n)]
 
 
+class Host(Protocol):
+    """What the links need of a server (:class:`mlsched.core.cluster.Server` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rack(self) -> str: ...
+    @property
+    def uplink_gbps(self) -> float: ...
+
+
 class Links:
     """The links of one cluster, indexed: server i's up link is ``2 i``, its down link
-    ``2 i + 1``; rack r's (``cluster.racks`` order) up link ``2 S + 2 r``, down ``2 S + 2 r + 1``.
+    ``2 i + 1``; rack r's (``racks`` order) up link ``2 S + 2 r``, down ``2 S + 2 r + 1``.
 
     As a graph (for flow formulations): nodes ``0 .. S-1`` are the servers, ``S + r`` rack
     r's switch and ``S + R`` the core; ``ends[l]`` is link l's (tail, head).
     """
 
-    def __init__(self, cluster: Cluster) -> None:
-        servers = cluster.servers
+    def __init__(
+        self,
+        servers: Sequence[Host],
+        racks: Sequence[str],
+        rack_uplink: Callable[[str], float],
+    ) -> None:
         n = len(servers)
         self._n_servers = n
-        rack_index = {rack: i for i, rack in enumerate(cluster.racks)}
+        rack_index = {rack: i for i, rack in enumerate(racks)}
         self._rack_of = tuple(rack_index[s.rack] for s in servers)
         links: list[Link] = []
         ends: list[tuple[int, int]] = []
-        core = n + len(cluster.racks)
+        core = n + len(racks)
         for i, s in enumerate(servers):
             switch = _switch(s.rack)
             links.append(Link(s.name, switch, s.uplink_gbps))
             links.append(Link(switch, s.name, s.uplink_gbps))
             ends += [(i, n + self._rack_of[i]), (n + self._rack_of[i], i)]
-        for r, rack in enumerate(cluster.racks):
-            gbps = cluster.topology.rack_uplink(rack)
+        for r, rack in enumerate(racks):
+            gbps = rack_uplink(rack)
             links.append(Link(_switch(rack), CORE, gbps))
             links.append(Link(CORE, _switch(rack), gbps))
             ends += [(n + r, core), (core, n + r)]

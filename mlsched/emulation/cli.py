@@ -109,7 +109,7 @@ def run_emulation(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace, path: Path) -> int:
     from mlsched.emulation.cluster import EmulatedCluster
     from mlsched.emulation.topology import EmulationSpec
-    from mlsched.testbed.experiments.runner import check_policies
+    from mlsched.engine.builder import check_policies
 
     check_policies([args.policy])
     spec = EmulationSpec(
@@ -272,7 +272,7 @@ def run_emulated_demo(args: argparse.Namespace) -> int:
     """``mlsched demo --emulate``: the demo's mix on an emulated cluster (emulation/demo.py)."""
     from mlsched.core.errors import SpecError
     from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
-    from mlsched.testbed.experiments.runner import check_policies
+    from mlsched.engine.builder import check_policies
 
     if args.simulated:
         raise SpecError("--emulate", "with --simulated", "one of --emulate and --simulated")
@@ -285,9 +285,9 @@ def run_emulated_demo(args: argparse.Namespace) -> int:
     except EmulationUnavailable as err:
         print(f"mlsched demo --emulate: error: {err}", file=sys.stderr)
         return 2
+    from mlsched.demo import demo_report
     from mlsched.emulation.demo import demo_summary
     from mlsched.emulation.demo import run_emulated_demo as run_demo
-    from mlsched.testbed.cluster_demo import demo_report
 
     try:
         result = run_demo(
@@ -309,7 +309,7 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     """``mlsched experiment testbed --emulate --policy a,b``: emulation/experiment.py."""
     from mlsched.core.errors import SpecError
     from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
-    from mlsched.testbed.experiments.runner import check_policies
+    from mlsched.engine.builder import check_policies
 
     if args.name != "testbed":
         raise SpecError("--emulate", args.name, "experiment testbed (the others are simulated)")

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlsched.controller.engine import Engine
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.controller.status import JobStatus
 from mlsched.emulation.cluster import EmulatedCluster
@@ -34,6 +33,7 @@ from mlsched.emulation.report import (
     comm_table,
 )
 from mlsched.emulation.topology import EmulationSpec
+from mlsched.engine.engine import Engine
 
 __all__ = [
     "DEMO_SPEC",
@@ -99,7 +99,7 @@ def run_emulated_demo(
     """Run the demo; progress and tables go to ``out`` (default: ``sys.stdout``)."""
     import yaml
 
-    from mlsched.testbed.cluster_demo import demo_jobs
+    from mlsched.demo import demo_jobs
 
     out = sys.stdout if out is None else out
     scratch = workdir is None

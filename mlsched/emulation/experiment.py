@@ -19,14 +19,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlsched.controller.results import RunResult
 from mlsched.core.job import JobSpec
 from mlsched.emulation.cluster import EmulatedCluster
 from mlsched.emulation.demo import DEMO_SPEC, emulated_controller, wait_for_engine
 from mlsched.emulation.report import model_cluster
 from mlsched.emulation.topology import EmulationSpec, plan_network
-from mlsched.testbed.metrics import jct_s, summarize
-from mlsched.testbed.workloads.base import Workload
+from mlsched.engine.results import RunResult
+from mlsched.engine.summary import jct_s, summarize
+from mlsched.workloads.base import Workload
 
 __all__ = [
     "TESTBED_JOBS",
@@ -145,10 +145,10 @@ def run_testbed_experiment(
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every policy for real and in the simulator; write the outputs under ``out``."""
-    from mlsched.testbed.comparison import write_comparison
-    from mlsched.testbed.experiments.runner import SimulationConfig, simulate
-    from mlsched.testbed.metrics import job_rows
-    from mlsched.testbed.report import write_run
+    from mlsched.engine.builder import SimulationConfig, simulate
+    from mlsched.engine.summary import job_rows
+    from mlsched.experiments.comparison import write_comparison
+    from mlsched.experiments.report import write_run
 
     workload = testbed_workload(spec, jobs, slot_seconds)
     runs = []

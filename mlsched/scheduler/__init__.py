@@ -1,13 +1,6 @@
-"""Policies behind one interface and a registry; importing this registers the built-ins."""
+"""Policies behind one interface and a registry (:mod:`.registry`: built-ins by name,
+policies of other packages by ``module:Class`` or entry point)."""
 
-from mlsched.scheduler import (
-    baselines,  # noqa: F401  (registers the baselines)
-    dps,  # noqa: F401  (registers DPS and its pricing baselines)
-    gadget,  # noqa: F401  (registers GADGET)
-    hetero,  # noqa: F401  (registers the heterogeneous batch scheduler)
-    oasis,  # noqa: F401  (registers OASiS)
-    pdors,  # noqa: F401  (registers PD-ORS)
-)
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, register, registered
 from mlsched.scheduler.view import CapacityLedger, ClusterView, JobView, RunContext

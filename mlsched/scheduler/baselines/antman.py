@@ -31,13 +31,11 @@ import numpy as np
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.tiresias import TiresiasPolicy
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["AntManPolicy"]
 
 
-@register
 class AntManPolicy(TiresiasPolicy):
     name = "antman"
     description = (

@@ -79,7 +79,6 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.drf import DrfPolicy, dominant_share_units
 from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import EPS, JobDemand, to_placement
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.solvers.highs import SolveStatus, solve_milp
 from mlsched.scheduler.solvers.model import MilpModel
 from mlsched.scheduler.view import ClusterView, RunContext
@@ -117,7 +116,6 @@ def share_coefficients(cluster: Cluster, dem: JobDemand) -> tuple[np.ndarray, np
     return dem.worker * w_unit, dem.ps * w_unit
 
 
-@register
 class DormPolicy(ReplanPolicy[JobDemand]):
     name = "dorm"
     description = (

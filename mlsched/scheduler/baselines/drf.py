@@ -58,7 +58,6 @@ from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
 from mlsched.scheduler.placement import can_ever_run
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.ring_placement import (
     RingLedger,
     check_placement,
@@ -97,7 +96,6 @@ def dominant_share_units(cluster: Cluster) -> tuple[bool, np.ndarray, np.ndarray
     return separate, inv(w_tot), inv(p_tot)
 
 
-@register
 class DrfPolicy(ReplanPolicy[JobDemand]):
     name = "drf"
     description = (

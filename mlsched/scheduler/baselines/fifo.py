@@ -26,14 +26,12 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
 from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
 from mlsched.scheduler.policy import Policy
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
 
 __all__ = ["FifoPolicy"]
 
 
-@register
 class FifoPolicy(Policy):
     name = "fifo"
     description = "first-in first-out, fixed worker/PS counts, round-robin, no backfilling"

@@ -22,13 +22,11 @@ from typing import Any
 from mlsched.core.allocation import Placement
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.tiresias import TiresiasPolicy
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["Las2dPolicy"]
 
 
-@register
 class Las2dPolicy(TiresiasPolicy):
     name = "las2d"
     description = (

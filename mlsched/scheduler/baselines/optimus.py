@@ -57,7 +57,6 @@ from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole, undo
 from mlsched.scheduler.placement import can_ever_run
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["OptimusPolicy", "packed_server"]
@@ -113,7 +112,6 @@ class _Candidate:
         self.new_time = new_time
 
 
-@register
 class OptimusPolicy(ReplanPolicy[JobDemand]):
     name = "optimus"
     description = (

@@ -66,7 +66,6 @@ from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import JobDemand, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
 from mlsched.scheduler.placement import can_ever_run, pack
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import CapacityLedger, ClusterView
 
 __all__ = ["AggregateCapacity", "RrhPolicy", "list_schedule"]
@@ -155,7 +154,6 @@ class _Job:
     share: float
 
 
-@register
 class RrhPolicy(ReplanPolicy[_Job]):
     name = "rrh"
     description = (

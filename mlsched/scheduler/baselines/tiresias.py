@@ -54,7 +54,6 @@ from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
 from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
 from mlsched.scheduler.view import ClusterView
 
@@ -118,7 +117,6 @@ def _reserve(f: TaskFiller, dem: JobDemand, placement: Placement, sign: int) -> 
         f.reserve(s, dem.ps, sign * c)
 
 
-@register
 class TiresiasPolicy(FillerPolicy[JobDemand]):
     name = "tiresias"
     description = (

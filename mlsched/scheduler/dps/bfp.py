@@ -17,7 +17,6 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.dps.options import check_count, check_number, check_prices
 from mlsched.scheduler.dps.posted import PostedPricePolicy, Prices
 from mlsched.scheduler.dps.types import Shape, TypeState
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["FixedPricePolicy"]
@@ -25,7 +24,6 @@ __all__ = ["FixedPricePolicy"]
 log = logging.getLogger(__name__)
 
 
-@register
 class FixedPricePolicy(PostedPricePolicy):
     """Best fixed price; options in ``docs/algorithms/dps.md``."""
 

@@ -29,7 +29,6 @@ from mlsched.scheduler.dps.grid import (
 from mlsched.scheduler.dps.options import check_choice, check_flag, check_number
 from mlsched.scheduler.dps.posted import Held, PostedPricePolicy, Prices
 from mlsched.scheduler.dps.types import Shape, TypeState
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["DEFAULT_EXPLORE_FRACTION", "DpsPolicy"]
@@ -39,7 +38,6 @@ __all__ = ["DEFAULT_EXPLORE_FRACTION", "DpsPolicy"]
 DEFAULT_EXPLORE_FRACTION = 0.11
 
 
-@register
 class DpsPolicy(PostedPricePolicy):
     """DPS (Zhang, Zhou, Lui, Li); options in ``docs/algorithms/dps.md``."""
 

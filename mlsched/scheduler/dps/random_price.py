@@ -7,13 +7,11 @@ from __future__ import annotations
 from mlsched.scheduler.baselines.common import job_rng
 from mlsched.scheduler.dps.posted import PostedPricePolicy, Prices
 from mlsched.scheduler.dps.types import Shape, TypeState
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["RandomPricePolicy"]
 
 
-@register
 class RandomPricePolicy(PostedPricePolicy):
     """Random posted prices; options in ``docs/algorithms/dps.md``."""
 

@@ -18,7 +18,6 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.dps.options import check_number, check_prices
 from mlsched.scheduler.dps.posted import PostedPricePolicy, Prices
 from mlsched.scheduler.dps.types import ROLES, Shape, TypeState, shape_of
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["TopPolicy"]
@@ -27,7 +26,6 @@ __all__ = ["TopPolicy"]
 BUDGET_PERCENTILES = (5.0, 95.0)
 
 
-@register
 class TopPolicy(PostedPricePolicy):
     """TOP stand-in; options in ``docs/algorithms/dps.md``."""
 

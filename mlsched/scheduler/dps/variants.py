@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from mlsched.scheduler.dps.policy import DpsPolicy
-from mlsched.scheduler.registry import register
 
 __all__ = ["DpsRsPolicy", "DpsSimplePolicy"]
 
@@ -26,7 +25,6 @@ def _fixed(name: str, option: str, value: object, options: dict[str, Any]) -> No
         )
 
 
-@register
 class DpsSimplePolicy(DpsPolicy):
     """DPS-simple: DPS with no exploration phase (θ = 0)."""
 
@@ -38,7 +36,6 @@ class DpsSimplePolicy(DpsPolicy):
         super().__init__(explore_fraction=0.0, **options)
 
 
-@register
 class DpsRsPolicy(DpsPolicy):
     """DPS-RS: DPS's prices, each task placed on a uniformly drawn server with room."""
 

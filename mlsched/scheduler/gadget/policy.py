@@ -36,7 +36,6 @@ from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
 from mlsched.scheduler.gadget.rounding import Ledger
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.rate_memo import RateMemo
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, JobView, RunContext
 
 __all__ = ["GadgetPolicy", "SlotRecord"]
@@ -62,7 +61,6 @@ def _count(value: Any, name: str, low: int = 1) -> int:
     return value
 
 
-@register
 class GadgetPolicy(Policy):
     name = "gadget"
     description = (

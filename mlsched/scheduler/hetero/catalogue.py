@@ -21,6 +21,7 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.device_types import PsType, TypeCatalogue, WorkerType
 from mlsched.core.job import JobSpec
 from mlsched.core.resources import ResourceVector
+from mlsched.core.type_hosts import worker_hosts
 
 __all__ = [
     "DEFAULT_CATALOGUE",
@@ -49,7 +50,7 @@ def worker_servers(
 ) -> list[int]:
     """Servers that may host ``job``'s workers of ``worker_type``: the type's hosts (worker
     pool, its GPU model when the catalogue knows the type), and the job's pinned GPU type."""
-    hosts = catalogue.worker_hosts(cluster, worker_type)
+    hosts = worker_hosts(cluster, worker_type, catalogue)
     if job.gpu_type is None:
         return list(hosts)
     return [i for i in hosts if cluster.servers[i].gpu_type == job.gpu_type]

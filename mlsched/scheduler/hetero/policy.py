@@ -39,7 +39,6 @@ from mlsched.scheduler.hetero.maxweight import ORDERS, dual
 from mlsched.scheduler.hetero.mincost import TIE_BREAKS
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.rate_memo import RateMemo
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
 
 __all__ = ["DEFAULT_ALPHA", "HeteroPolicy", "RoundRecord", "round_slot"]
@@ -78,7 +77,6 @@ class _Committed:
     placement: Placement
 
 
-@register
 class HeteroPolicy(Policy):
     """Zhou et al. (IEEE TCC 2023); options in ``docs/algorithms/hetero.md``."""
 

@@ -56,7 +56,6 @@ from mlsched.scheduler.oasis.schedule import (
     best_schedule,
 )
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["DEFAULT_WINDOW", "ArrivalRecord", "OasisPolicy"]
@@ -72,7 +71,6 @@ UL_ESTIMATES = ("catalogue", "history")
 _OFFER_BLOCK = 16  # slots whose prices and offers are computed together
 
 
-@register
 class OasisPolicy(CommittingPolicy):
     """OASiS (Bao et al., INFOCOM'18); options in ``docs/algorithms/oasis.md``."""
 

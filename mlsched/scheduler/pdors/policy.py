@@ -45,13 +45,11 @@ from mlsched.scheduler.pdors.needs import PdorsNeeds, per_worker_rates
 from mlsched.scheduler.pdors.schedule import DEFAULT_LEVELS, Schedule, best_schedule
 from mlsched.scheduler.pdors.slot import Rounding, SlotChoice, SlotPricer
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
-from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView, RunContext
 
 __all__ = ["PdorsPolicy"]
 
 
-@register
 class PdorsPolicy(CommittingPolicy):
     """PD-ORS (Yu et al.); options in ``docs/algorithms/pd_ors.md``."""
 

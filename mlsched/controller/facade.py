@@ -1,0 +1,37 @@
+"""What the controller's endpoints (gRPC services, Prometheus metrics) need of it.
+
+:class:`mlsched.controller.server.Controller` is the one implementation; the endpoints
+depend on this protocol, so they sit below the controller in the import graph.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mlsched.controller.agents import AgentInfo, AgentRegistry
+from mlsched.controller.cluster_executor import ClusterExecutor
+from mlsched.controller.config import ControllerConfig
+from mlsched.controller.status import ClusterStatus, JobStatus
+from mlsched.core.reports import Heartbeat
+
+__all__ = ["ControllerFacade"]
+
+
+class ControllerFacade(Protocol):
+    """The controller as its endpoints see it."""
+
+    @property
+    def cfg(self) -> ControllerConfig: ...
+    @property
+    def agents(self) -> AgentRegistry: ...
+    @property
+    def executor(self) -> ClusterExecutor: ...
+
+    def register_agent(self, info: AgentInfo) -> AgentInfo: ...
+    def heartbeat(self, beat: Heartbeat) -> AgentInfo | None: ...
+    def submit(self, document: str) -> list[str]: ...
+    def cancel(self, job_id: str) -> JobStatus: ...
+    def job(self, job_id: str) -> JobStatus: ...
+    def jobs(self) -> list[JobStatus]: ...
+    def cluster_status(self) -> ClusterStatus: ...
+    def revenue(self) -> float: ...

@@ -1,0 +1,261 @@
+"""Run one policy on one workload in the simulator: the one place a simulated engine is
+built, so every command, experiment, benchmark and test builds it the same way.
+
+The engine's runtime model starts from the job specs; the simulator's truth may depart
+from them (:class:`TruthConfig`), and the engine learns the difference from measurements.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mlsched.core.allocation import Allocation
+from mlsched.core.batch_gc import batch_gc
+from mlsched.core.cluster import Cluster
+from mlsched.core.errors import SpecError
+from mlsched.core.job import JobSpec
+from mlsched.engine import run_cache
+from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
+from mlsched.engine.summary import Summary, summarize
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.registry import available, create, policy_class, registered
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = [
+    "AllocationHook",
+    "Failure",
+    "SimulationConfig",
+    "baseline_policies",
+    "check_policies",
+    "compare",
+    "simulate",
+    "try_simulate",
+]
+
+log = logging.getLogger(__name__)
+
+
+class Workload(Protocol):
+    """What a simulated run needs of a workload (:class:`mlsched.workloads.base.Workload`
+    is one; the engine does not depend on the workloads package)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def jobs(self) -> tuple[JobSpec, ...]: ...
+    @property
+    def horizon_slots(self) -> int | None: ...
+    @property
+    def slot_seconds(self) -> float: ...
+    @property
+    def runtime(self) -> Mapping[str, str]: ...
+
+
+#: Called with (policy, its view, the allocation it returned) once per slot.
+AllocationHook = Callable[[Policy, ClusterView, Allocation], None]
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """What besides the workload determines a simulated run (same config, same result)."""
+
+    policy: str
+    seed: int = 0
+    truth: TruthConfig = field(default_factory=TruthConfig)
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    stall_slots: int = 200
+
+
+def simulate(
+    workload: Workload,
+    config: SimulationConfig,
+    *,
+    progress: Callable[[int], None] | None = None,
+    on_allocate: AllocationHook | None = None,
+    cache: bool = True,
+) -> RunResult:
+    """Run ``config.policy`` on ``workload`` until every job is final or the horizon ends.
+
+    Unknown policies and bad options raise ValueError; a policy bug raises PolicyError.
+    ``progress`` is called with the slot number after each slot. ``on_allocate`` sees each
+    slot's allocation as the policy returns it, before the engine checks it, with the
+    policy and its view (what an experiment replays or reads of the policy's own records).
+    Where ``MLSCHED_RUN_CACHE`` names a directory (:mod:`.cache`), a run done before by the
+    same code is read from it instead, unless ``cache`` is False or ``on_allocate`` must
+    see the slots.
+    """
+    directory = run_cache.cache_dir() if cache and on_allocate is None else None
+    if directory is None:
+        return _simulate(workload, config, progress, on_allocate)
+    try:
+        key = run_cache.run_key(workload, config)
+    except TypeError as err:  # an input that cannot be keyed by value: run it
+        log.debug("[simulate] not cached: %s", err)
+        return _simulate(workload, config, progress, on_allocate)
+    result = run_cache.load(directory, key)
+    if result is None:
+        result = _simulate(workload, config, progress, on_allocate)
+        run_cache.store(directory, key, result)
+    elif progress is not None:
+        progress(result.slots)
+    return result
+
+
+def _simulate(
+    workload: Workload,
+    config: SimulationConfig,
+    progress: Callable[[int], None] | None,
+    on_allocate: AllocationHook | None,
+) -> RunResult:
+    policy = create(config.policy, **_with_oracle(workload, config))
+    if on_allocate is not None:
+        _observe_allocations(policy, on_allocate)
+    runtime = RuntimeEstimator(workload.cluster, workload.runtime)
+    executor = SimulatedExecutor(
+        workload.cluster,
+        workload.slot_seconds,
+        truth=config.truth,
+        families=workload.runtime,
+        seed=config.seed,
+    )
+    engine = Engine(
+        workload.cluster,
+        policy,
+        executor,
+        runtime,
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        seed=config.seed,
+        catalogue=workload.jobs,
+        stall_slots=config.stall_slots,
+    )
+    engine.submit_all(workload.jobs)
+    log.info(
+        "[simulate] %s on %s: %d jobs, %d servers, horizon %s",
+        config.policy,
+        workload.name,
+        len(workload.jobs),
+        len(workload.cluster),
+        workload.horizon_slots,
+    )
+    try:
+        with batch_gc():
+            return engine.run(progress=progress)
+    finally:
+        executor.close()
+
+
+def _observe_allocations(policy: Policy, hook: AllocationHook) -> None:
+    """Wrap ``policy.allocate`` (on this instance only) so that ``hook`` sees each result."""
+    inner = policy.allocate
+
+    def allocate(slot: int, view: ClusterView) -> Allocation:
+        allocation = inner(slot, view)
+        hook(policy, view, allocation)
+        return allocation
+
+    policy.allocate = allocate  # type: ignore[method-assign]
+
+
+def _with_oracle(workload: Workload, config: SimulationConfig) -> dict[str, Any]:
+    """The run's policy options, completed by what an offline benchmark finds on the whole
+    job set (valuations included; :meth:`Policy.oracle_options`)."""
+    try:
+        cls = policy_class(config.policy)
+    except ValueError:
+        return dict(config.policy_options)  # create() names what is wrong
+    if cls.oracle_options.__func__ is Policy.oracle_options.__func__:  # type: ignore[attr-defined]
+        return dict(config.policy_options)  # none to find (or create() names the unknown)
+    context = RunContext(
+        cluster=workload.cluster,
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        seed=config.seed,
+        runtime=RuntimeEstimator(workload.cluster, workload.runtime),
+        catalogue=workload.jobs,
+    )
+    found = cls.oracle_options(workload.jobs, context, config.policy_options)
+    return {**found, **config.policy_options}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run that did not finish: the policy raised (a PolicyError is a policy bug)."""
+
+    policy: str
+    seed: int
+    error: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "seed": self.seed, "error": self.error, **self.context}
+
+
+def try_simulate(
+    workload: Workload,
+    config: SimulationConfig,
+    *,
+    context: dict[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_allocate: AllocationHook | None = None,
+    cache: bool = True,
+) -> RunResult | Failure:
+    """:func:`simulate`, but a policy that fails (cannot be built, or raises during the
+    run) gives a :class:`Failure` and a warning instead of ending a whole comparison."""
+    try:
+        return simulate(workload, config, progress=progress, on_allocate=on_allocate, cache=cache)
+    except Exception as err:  # any policy bug: record it, keep comparing the others
+        log.warning(
+            "[simulate] policy %s failed on %s (seed %d): %s",
+            config.policy,
+            workload.name,
+            config.seed,
+            err,
+        )
+        return Failure(
+            config.policy, config.seed, f"{type(err).__name__}: {err}", dict(context or {})
+        )
+
+
+def compare(
+    workload: Workload, policies: Sequence[str], *, seed: int = 0, truth: TruthConfig | None = None
+) -> tuple[list[Summary], list[Failure]]:
+    """Run each policy on the same workload; failures are collected, not raised."""
+    summaries: list[Summary] = []
+    failures: list[Failure] = []
+    for name in policies:
+        config = SimulationConfig(name, seed=seed, truth=truth or TruthConfig())
+        outcome = try_simulate(workload, config)
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+        else:
+            summaries.append(summarize(outcome))
+    return summaries, failures
+
+
+def check_policies(names: Sequence[str]) -> None:
+    """SpecError naming the first name that is no known policy (a registered name, an
+    installed plugin's, or a ``package.module:Class`` reference)."""
+    for name in names:
+        try:
+            policy_class(name)
+        except ValueError as err:
+            raise SpecError(
+                "policy", name, f"a known policy ({', '.join(available())}) or module:Class: {err}"
+            ) from None
+
+
+def baseline_policies() -> list[str]:
+    """The registered policies that live in :mod:`mlsched.scheduler.baselines`."""
+    return [
+        name
+        for name, cls in registered().items()
+        if cls.__module__.startswith("mlsched.scheduler.baselines")
+    ]

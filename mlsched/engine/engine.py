@@ -1,0 +1,590 @@
+"""The transport-free slot loop shared by the simulator and the real cluster.
+
+Each slot ``t``:
+
+1. arrivals of slot t, in submission order -> ``policy.on_arrival`` -> admit / reject; a
+   quoted price goes to the user (the job's private valuation), whose answer the policy hears;
+2. ``policy.allocate(t)`` -> validated (capacity, pools, bounds): a bad allocation is a
+   :class:`PolicyError` naming the policy, never silently trimmed;
+3. the executor runs the slot and reports progress and measurements;
+4. progress is accounted (a job completes in the slot its work is done), measurements go
+   to the runtime model with the prediction they are compared against, and it is refitted.
+
+The engine advances one slot per :meth:`Engine.step`; :meth:`Engine.run` loops until every
+job is final, the horizon is reached, or nothing can change any more (a stall).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from mlsched.core.allocation import (
+    Admission,
+    Allocation,
+    JobState,
+    Placement,
+    Quote,
+    RejectKind,
+)
+from mlsched.core.cluster import Cluster
+from mlsched.core.errors import PolicyError, SpecError, shorten
+from mlsched.core.job import JobSpec
+from mlsched.core.type_hosts import type_problems
+from mlsched.engine.executor import Executor, SlotReport
+from mlsched.engine.link_ledger import LinkLedger, ring_problem
+from mlsched.engine.results import JobRecord, ModelError, RunResult
+from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.scheduler.policy import Policy
+from mlsched.scheduler.view import ClusterView, RunContext
+
+__all__ = ["Engine", "JobRecord", "ModelError", "RunResult"]
+
+# Made without the named tuple's Python-level __new__: one per measurement.
+_model_error = partial(tuple.__new__, ModelError)
+
+log = logging.getLogger(__name__)
+
+
+UserModel = Callable[[JobSpec, Quote], bool]
+
+
+def valuation_user(job: JobSpec, quote: Quote) -> bool:
+    """The default user: accepts iff the total charge is within its private valuation."""
+    return job.valuation is None or quote.total <= job.valuation + 1e-12
+
+
+class Engine:
+    """One engine; the executor (simulator or cluster) and clock are what differ."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        policy: Policy,
+        executor: Executor,
+        runtime: RuntimeEstimator,
+        *,
+        slot_seconds: float,
+        horizon: int | None = None,
+        seed: int = 0,
+        catalogue: Iterable[JobSpec] = (),
+        user: UserModel = valuation_user,
+        stall_slots: int = 200,
+        reject_on_policy_error: bool = False,
+        check_types: bool = True,
+    ) -> None:
+        if slot_seconds <= 0:
+            raise SpecError("slot_seconds", slot_seconds, "a number > 0")
+        # A simulated cluster is fixed: a type it cannot host is an error in its
+        # description. A live one grows as agents join (the controller warns instead).
+        if check_types:
+            problems = type_problems(cluster)
+            if problems:
+                raise problems[0]
+        self.cluster = cluster
+        self.policy = policy
+        self.executor = executor
+        self.runtime = runtime
+        self.slot_seconds = float(slot_seconds)
+        #: Called with (policy call, seconds) after each call into the policy (metrics).
+        self.observe: Callable[[str, float], None] | None = None
+        self.horizon = horizon
+        self.user = user
+        self.stall_slots = stall_slots
+        # A live cluster rejects the one job a policy cannot take (its error as the reason)
+        # rather than failing the slot for everyone; a simulation surfaces the policy bug.
+        self.reject_on_policy_error = reject_on_policy_error
+        self.slot = 0
+        self.records: dict[str, JobRecord] = {}
+        self._active: dict[str, JobRecord] = {}
+        self._arrivals: deque[JobSpec] = deque()
+        self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
+        self._used = np.zeros_like(cluster.capacity)
+        self._links = LinkLedger(cluster)
+        self._prev: dict[str, Placement] = {}
+        self._was_running: list[str] | None = None
+        self._util_rows: list[np.ndarray] = []
+        self.model_errors: list[ModelError] = []
+        self._idle = 0
+        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
+        self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
+        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
+        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        self._seed = seed
+        self._catalogue = tuple(j.public() for j in catalogue)
+        self._parked: dict[str, JobRecord] = {}  # admitted, but the policy could not re-admit
+        self._setup_policy()
+
+    def _setup_policy(self) -> None:
+        self._call(
+            "setup",
+            self.policy.setup,
+            RunContext(
+                cluster=self.cluster,
+                slot_seconds=self.slot_seconds,
+                horizon=self.horizon,
+                seed=self._seed,
+                runtime=self.runtime,
+                catalogue=self._catalogue,
+            ),
+        )
+
+    # Submission -------------------------------------------------------------------------
+    def submit(self, job: JobSpec) -> None:
+        """Queue a job; it arrives at ``max(job.arrival_slot, current slot)``."""
+        if job.job_id in self.records or job.job_id in self._pending_ids:
+            raise SpecError("job_id", job.job_id, "a job id not used before")
+        self._pending_ids.add(job.job_id)
+        if self._arrivals and job.arrival_slot < self._arrivals[-1].arrival_slot:
+            ordered = sorted([*self._arrivals, job], key=lambda j: j.arrival_slot)
+            self._arrivals = deque(ordered)
+        else:
+            self._arrivals.append(job)
+
+    def submit_all(self, jobs: Iterable[JobSpec]) -> None:
+        for job in sorted(jobs, key=lambda j: j.arrival_slot):
+            self.submit(job)
+
+    # Changes from outside the slot loop (the testbed controller) -------------------------
+    def cancel(self, job_id: str, reason: str = "cancelled by its user") -> JobRecord:
+        """End a pending or active job now; its resources are free from the next slot."""
+        return self._end(job_id, JobState.CANCELLED, reason)
+
+    def fail(self, job_id: str, reason: str) -> JobRecord:
+        """End an active job that cannot run (e.g. its training keeps crashing)."""
+        return self._end(job_id, JobState.FAILED, reason)
+
+    def _end(self, job_id: str, state: JobState, reason: str) -> JobRecord:
+        if job_id in self._pending_ids:
+            job = next(j for j in self._arrivals if j.job_id == job_id)
+            self._arrivals.remove(job)
+            self._pending_ids.discard(job_id)
+            self.records[job_id] = JobRecord(job)
+        record = self.records.get(job_id)
+        if record is None:
+            raise SpecError("job_id", job_id, "the id of a submitted job")
+        if record.state.is_final:
+            raise SpecError(
+                "job_id", job_id, f"a job that is not final (it is {record.state.value})"
+            )
+        record.state, record.reason = state, reason
+        self._parked.pop(job_id, None)
+        if self._active.pop(job_id, None) is not None:
+            prev = self._prev.pop(job_id, None)
+            if prev is not None:
+                self._links.change(record.spec, prev, None)
+                for s, u in self._rows(record.spec, prev):
+                    self._used[s] -= u
+            self.policy.release(job_id)
+        return record
+
+    def reconfigure(self, cluster: Cluster, policy: Policy) -> list[str]:
+        """Continue on another cluster (agents joined or were lost) with a fresh policy.
+
+        The runtime model, records and slot clock carry over. Every admitted job is admitted
+        again by the new policy in its original admission order, whatever the policy answers:
+        an admission stands (the price was agreed). A job the new policy will not take (it no
+        longer fits) waits, paused, and is offered again at the next reconfiguration.
+        Returns those waiting jobs' ids.
+        """
+        self.cluster = cluster
+        self.runtime.set_cluster(cluster)
+        self.policy = policy
+        self._used = np.zeros_like(cluster.capacity)
+        self._links = LinkLedger(cluster)
+        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
+        self._prev.clear()
+        self._was_running = None
+        self._demand_cache.clear()
+        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
+        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        self._setup_policy()
+        return self._readmit()
+
+    def restore(self, records: Iterable[JobRecord], *, slot: int) -> list[str]:
+        """Resume from saved records (a restarted controller): final ones are kept as
+        history, pending ones queue again, admitted ones are re-admitted as in
+        :meth:`reconfigure`. Returns the ids of admitted jobs left waiting."""
+        self.slot = slot
+        for record in records:
+            if record.state is JobState.PENDING:
+                self.submit(record.spec)
+                continue
+            self.records[record.job_id] = record
+            if record.state.is_active:
+                self._active[record.job_id] = record
+        return self._readmit()
+
+    def _readmit(self) -> list[str]:
+        waiting = {**self._parked}
+        self._parked.clear()
+        candidates = sorted(
+            {**self._active, **waiting}.values(),
+            key=lambda r: r.admitted_slot if r.admitted_slot is not None else 0,
+        )
+        self._active.clear()
+        for record in candidates:
+            record.last_placement = None  # server indices may have changed
+            view = self.view(done={record.job_id: record.progress})
+            adm = self._call("on_arrival", self.policy.on_arrival, record.spec.public(), view)
+            if isinstance(adm, Admission) and adm.is_admitted():
+                record.plan = adm.plan
+                if record.state is JobState.PAUSED and record.job_id in waiting:
+                    record.reason = ""
+                self._active[record.job_id] = record
+            else:
+                why = adm.reason if isinstance(adm, Admission) else "no admission"
+                record.state = JobState.PAUSED
+                record.reason = f"waiting for capacity: {why}"
+                self._parked[record.job_id] = record
+                log.warning("[engine] job %s waits for capacity: %s", record.job_id, why)
+        return sorted(self._parked)
+
+    @property
+    def placements(self) -> dict[str, Placement]:
+        """Where each job runs in the current slot."""
+        return dict(self._prev)
+
+    @property
+    def used(self) -> np.ndarray:
+        """Resources in use per server (servers x resources), as allocated this slot."""
+        return self._used.copy()
+
+    @property
+    def link_used(self) -> np.ndarray:
+        """Gbit/s reserved per link (``cluster.links`` order), as allocated this slot."""
+        return self._links.used.copy()
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        """Admitted jobs the current policy could not take back (see :meth:`reconfigure`)."""
+        return tuple(self._parked)
+
+    # The slot loop ----------------------------------------------------------------------
+    def view(self, done: Mapping[str, float] | None = None) -> ClusterView:
+        return ClusterView(
+            slot=self.slot,
+            slot_seconds=self.slot_seconds,
+            horizon=self.horizon,
+            cluster=self.cluster,
+            runtime=self.runtime,
+            jobs=self._active,
+            used=self._used,
+            done=done,
+        )
+
+    def step(self) -> SlotReport:
+        """Run one slot: arrivals, allocation, execution, accounting."""
+        t = self.slot
+        arrived = self._admit_arrivals(t)
+        allocation = self._call("allocate", self.policy.allocate, t, self.view())
+        if not isinstance(allocation, Allocation):
+            raise PolicyError(
+                self.policy.name,
+                f"allocate() returned {type(allocation)!r}, expected an Allocation",
+            )
+        self._check_and_account(t, allocation)
+        specs: dict[str, JobSpec] = {}
+        remaining: dict[str, float] = {}
+        active = self._active
+        for j in allocation:
+            record = active[j]
+            spec = specs[j] = record.spec
+            remaining[j] = spec.total_work - record.progress
+        self.executor.apply(t, allocation, specs, remaining)
+        report = self.executor.collect(t)
+        self._account(t, allocation, report)
+        self._idle = 0 if (allocation or arrived) else self._idle + 1
+        self.slot += 1
+        return report
+
+    def done(self) -> bool:
+        if self.horizon is not None and self.slot >= self.horizon:
+            return True
+        return not self._arrivals and not self._active and not self._parked
+
+    def stalled(self) -> bool:
+        """Active jobs, no pending arrivals, and nothing allocated for ``stall_slots``."""
+        return (
+            self.horizon is None
+            and not self._arrivals
+            and bool(self._active)
+            and self._idle >= self.stall_slots
+        )
+
+    def run(
+        self, *, until: int | None = None, progress: Callable[[int], None] | None = None
+    ) -> RunResult:
+        start = time.perf_counter()
+        stalled = False
+        while not self.done() and (until is None or self.slot < until):
+            self.step()
+            if progress is not None:
+                progress(self.slot)
+            if self.stalled():
+                stalled = True
+                log.warning(
+                    "[engine] stalled at slot %d with %d active jobs that no allocation serves",
+                    self.slot,
+                    len(self._active),
+                )
+                break
+        return self.result(wall_seconds=time.perf_counter() - start, stalled=stalled)
+
+    def result(self, *, wall_seconds: float = 0.0, stalled: bool = False) -> RunResult:
+        util = (
+            np.vstack(self._util_rows)
+            if self._util_rows
+            else np.zeros((0, len(self.cluster.resource_names)))
+        )
+        return RunResult(
+            policy=self.policy.name,
+            records=dict(self.records),
+            slots=self.slot,
+            slot_seconds=self.slot_seconds,
+            resource_names=self.cluster.resource_names,
+            utilization=util,
+            model_errors=list(self.model_errors),
+            wall_seconds=wall_seconds,
+            stalled=stalled,
+            horizon=self.horizon,
+        )
+
+    # Arrivals ---------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        except (PolicyError, KeyboardInterrupt):
+            raise
+        except Exception as err:  # wrap with the policy's name: a policy bug, not bad input
+            raise PolicyError(self.policy.name, f"{what} failed: {err!r}") from err
+        finally:
+            if self.observe is not None:
+                self.observe(what, time.perf_counter() - started)
+
+    def _admit_arrivals(self, t: int) -> int:
+        n = 0
+        while self._arrivals and self._arrivals[0].arrival_slot <= t:
+            job = self._arrivals.popleft()
+            self._pending_ids.discard(job.job_id)
+            n += 1
+            record = JobRecord(job)
+            self.records[job.job_id] = record
+            problem = self.cluster.types.job_problem(job)
+            if problem is not None:  # a type the cluster's catalogue does not have
+                record.state, record.reject_kind = JobState.REJECTED, RejectKind.INFEASIBLE
+                record.reason = shorten(f"not a type of this cluster: {problem}", 300)
+                continue
+            public = job.public()
+            try:
+                adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())
+                if not isinstance(adm, Admission):
+                    raise PolicyError(
+                        self.policy.name,
+                        f"on_arrival() returned {type(adm)!r}, expected an Admission",
+                    )
+            except PolicyError as err:
+                if not self.reject_on_policy_error:
+                    raise
+                log.error("[engine] job %s rejected: %s", job.job_id, err)
+                record.state, record.reason = JobState.REJECTED, shorten(str(err), 300)
+                self.policy.release(job.job_id)
+                continue
+            record.quote = adm.quote
+            if adm.is_admitted() and adm.quote is not None:
+                accepted = self.user(job, adm.quote)
+                self._call(
+                    "on_quote_response",
+                    self.policy.on_quote_response,
+                    job.job_id,
+                    accepted,
+                    self.view(),
+                )
+                if not accepted:
+                    self.policy.release(job.job_id)
+                    adm = Admission.reject(
+                        RejectKind.DECLINED, "user declined the price", quote=adm.quote
+                    )
+            if adm.is_admitted():
+                record.state = JobState.ADMITTED
+                record.admitted_slot = t
+                record.plan = adm.plan
+                record.reason = adm.reason
+                self._active[job.job_id] = record
+            else:
+                record.state = JobState.REJECTED
+                record.reject_kind = adm.reject_kind
+                record.reason = adm.reason
+        return n
+
+    # Allocation checks ------------------------------------------------------------------
+    def _rows(self, job: JobSpec, p: Placement) -> list[tuple[int, np.ndarray]]:
+        key = (job.job_id, p)
+        rows = self._demand_cache.get(key)
+        if rows is None:
+            rows = list(p.usage(job, self.cluster).items())
+            if len(self._demand_cache) > 100_000:
+                self._demand_cache.clear()
+            self._demand_cache[key] = rows
+        return rows
+
+    def _check_and_account(self, t: int, allocation: Allocation) -> None:
+        name = self.policy.name
+        touched: set[int] = set()
+        n_servers = len(self.cluster)
+        for job_id, p in allocation.items():
+            record = self._active.get(job_id)
+            if record is None:
+                state = self.records[job_id].state.value if job_id in self.records else "unknown"
+                raise PolicyError(
+                    name, f"slot {t}: allocated to job {job_id!r} which is {state}, not active"
+                )
+            prev = self._prev.get(job_id)
+            if prev is p or prev == p:
+                continue
+            job = record.spec
+            n_w = p.n_workers
+            if n_w > job.worker_cap or n_w < job.min_workers:
+                raise PolicyError(
+                    name,
+                    f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
+                    f"{job.min_workers}..{job.worker_cap}",
+                )
+            if job.uses_ps and p.n_ps < 1:
+                raise PolicyError(name, f"slot {t}: PS job {job_id!r} got no parameter server")
+            if not job.uses_ps and p.n_ps:
+                raise PolicyError(name, f"slot {t}: all-reduce job {job_id!r} got {p.n_ps} PSs")
+            for s, _ in p.workers:
+                if not 0 <= s < n_servers or not self._worker_ok[s]:
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} has workers on server "
+                        f"{s}, which does not host workers",
+                    )
+                gpu = self.cluster.servers[s].gpu_type
+                if job.gpu_type is not None and gpu != job.gpu_type:
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} needs GPU type "
+                        f"{job.gpu_type}, server {s} has {gpu}",
+                    )
+            for s, _ in p.ps:
+                if not 0 <= s < n_servers or not self._ps_ok[s]:
+                    raise PolicyError(
+                        name,
+                        f"slot {t}: job {job_id!r} has PSs on server {s}, which does not host PSs",
+                    )
+            why = ring_problem(job, p)
+            if why:
+                raise PolicyError(name, f"slot {t}: job {job_id!r}: {why}")
+            self._links.change(job, prev, p)
+            if prev is not None:
+                for s, u in self._rows(job, prev):
+                    self._used[s] -= u
+                    touched.add(s)
+            for s, u in self._rows(job, p):
+                self._used[s] += u
+                touched.add(s)
+        for job_id in [j for j in self._prev if j not in allocation]:
+            record = self.records[job_id]
+            prev = self._prev.pop(job_id)
+            self._links.change(record.spec, prev, None)
+            for s, u in self._rows(record.spec, prev):
+                self._used[s] -= u
+                touched.add(s)
+        for job_id, p in allocation.items():
+            self._prev[job_id] = p
+        if touched:
+            idx = sorted(touched)
+            over = self._used[idx] - self.cluster.capacity[idx]
+            if np.any(over > 1e-6):
+                i, r = np.argwhere(over > 1e-6)[0]
+                server = self.cluster.servers[idx[i]]
+                resource = self.cluster.resource_names[r]
+                raise PolicyError(
+                    name,
+                    f"slot {t}: server {server.name} over-allocated on "
+                    f"{resource}: uses {self._used[idx[i], r]:g} of "
+                    f"{self.cluster.capacity[idx[i], r]:g}",
+                )
+        over_link = self._links.overload()
+        if over_link:
+            raise PolicyError(name, f"slot {t}: {over_link}")
+        self._util_rows.append(self._used.sum(axis=0) / self._total)
+
+    # Accounting -------------------------------------------------------------------------
+    def _account(self, t: int, allocation: Allocation, report: SlotReport) -> None:
+        records_of, progress, running = self._active, report.progress, JobState.RUNNING
+        for job_id, p in allocation.items():
+            record = records_of[job_id]
+            prog = progress.get(job_id)
+            last = record.last_placement
+            if last is not p:
+                if last is not None and last != p:
+                    record.restarts += 1
+                record.last_placement = p
+                if record.started_slot is None:
+                    record.started_slot = t
+            record.slots_run += 1
+            record.worker_slots += p.n_workers
+            record.state = running
+            if prog is None:
+                continue
+            units = record.progress + prog.units
+            total = record.spec.total_work
+            record.progress = units if units < total else total
+            if prog.restart_s:
+                record.restart_s += prog.restart_s
+            if prog.finished:
+                record.progress = record.spec.total_work
+                record.state = JobState.DONE
+                record.completion_slot = t
+                offset = (
+                    prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
+                )
+                record.completion_time_s = t * self.slot_seconds + offset
+        for job_id, reason in report.failures.items():
+            failed = self.records.get(job_id)
+            if failed is not None and failed.state.is_active:
+                log.warning("[engine] job %s failed in slot %d: %s", job_id, t, reason)
+                failed.reason = reason
+        # Only jobs of the previous slot's allocation can be running (not the whole queue);
+        # after a start or a reconfiguration, any active job may be.
+        for job_id in self._active if self._was_running is None else self._was_running:
+            active = self._active.get(job_id)
+            if active is not None and job_id not in allocation and active.state is JobState.RUNNING:
+                active.state = JobState.PAUSED
+        self._was_running = list(allocation.keys())
+        records, runtime, errors = self.records, self.runtime, self.model_errors
+        for m in report.measurements:
+            measured = records.get(m.job_id)
+            if measured is None:
+                continue
+            predicted = m.predicted_iteration_time_s
+            if predicted is None:
+                predicted = runtime.observe_predicted(m, measured.spec)
+            else:
+                runtime.observe(m, measured.spec)
+            if m.iterations > 0:
+                errors.append(_model_error((m.job_id, t, predicted, m.iteration_time_s)))
+        self.runtime.refit()
+        finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
+        for job_id in finished:
+            del self._active[job_id]
+            if job_id in self._prev:
+                record = self.records[job_id]
+                prev = self._prev.pop(job_id)
+                self._links.change(record.spec, prev, None)  # its ring hops are free again
+                for s, u in self._rows(record.spec, prev):
+                    self._used[s] -= u
+        if finished:
+            view = self.view()
+            for job_id in finished:
+                self._call("on_completion", self.policy.on_completion, job_id, view)

@@ -1,0 +1,60 @@
+"""The executor contract: run one slot's allocation and report what happened.
+
+The simulator (:mod:`mlsched.engine.simulator`) and the gRPC cluster executor implement it;
+the engine cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from mlsched.core.allocation import Allocation
+from mlsched.core.job import JobSpec
+from mlsched.perfmodel.base import Measurement
+
+__all__ = ["Executor", "JobProgress", "SlotReport"]
+
+
+class JobProgress(NamedTuple):
+    """One job's outcome in one slot.
+
+    ``units`` is the work done (never more than what remained); ``finished`` says the job's
+    work is complete, ``finish_offset_s`` when within the slot; ``restart_s`` is time lost
+    to checkpoint + restart because the placement changed.
+    """
+
+    units: float
+    finished: bool = False
+    finish_offset_s: float | None = None
+    restart_s: float = 0.0
+
+
+@dataclass
+class SlotReport:
+    slot: int
+    progress: dict[str, JobProgress] = field(default_factory=dict)
+    measurements: list[Measurement] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+class Executor(ABC):
+    @abstractmethod
+    def apply(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+    ) -> None:
+        """Start (or keep running) the slot's allocation. ``remaining`` is each allocated
+        job's outstanding work in units."""
+
+    @abstractmethod
+    def collect(self, slot: int) -> SlotReport:
+        """Block until ``slot`` is over and report progress and measurements."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release processes or connections."""

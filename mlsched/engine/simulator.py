@@ -1,0 +1,203 @@
+"""The simulator: an executor whose progress comes from a "ground truth" runtime model.
+
+The truth may differ from the engine's estimate (``compute_scale``, ``comm_scale``: the
+real job is that much slower than its spec says), may be noisy (log-normal per job and
+slot, ``noise``), and may charge a restart cost when a job's placement changes
+(``restart_s``, the measured checkpoint + restart time on the testbed). The engine's model
+learns from the measurements this executor reports, exactly as it does from agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.errors import SpecError
+from mlsched.core.job import JobSpec
+from mlsched.engine.executor import Executor, JobProgress, SlotReport
+from mlsched.perfmodel.base import NO_NIC, Measurement
+from mlsched.perfmodel.estimator import RuntimeEstimator
+
+__all__ = ["SimulatedExecutor", "TruthConfig"]
+
+
+class _Truth(NamedTuple):
+    """A (job, placement)'s true iteration, computed once: its parts, the work units per
+    iteration, work units per second and gradient bytes moved per iteration."""
+
+    compute: float
+    comm: float
+    units_per_iter: float
+    rate: float
+    bytes_per_iter: float
+    #: A full slot without a restart that does not finish the job: its progress, and its
+    #: measurement's fields after (job id, slot, placement).
+    steady: JobProgress
+    steady_measure: tuple[Any, ...]
+
+
+# Tuples made without the named tuples' Python-level __new__: one of each per running job
+# and slot (hundreds of thousands in a trace simulation); every field is given.
+_progress = partial(tuple.__new__, JobProgress)
+_measurement = partial(tuple.__new__, Measurement)
+_STEADY_TAIL = (0.0, 0.0, None, None, NO_NIC)  # nothing received, no restart, no readings
+
+
+@dataclass(frozen=True)
+class TruthConfig:
+    """How the simulated reality departs from the job specs."""
+
+    compute_scale: float = 1.0
+    comm_scale: float = 1.0
+    noise: float = 0.0
+    restart_s: float = 0.0
+    measure: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("compute_scale", "comm_scale"):
+            if not getattr(self, name) > 0:
+                raise SpecError(f"truth.{name}", getattr(self, name), "a number > 0")
+        for name in ("noise", "restart_s"):
+            if not getattr(self, name) >= 0:
+                raise SpecError(f"truth.{name}", getattr(self, name), "a number >= 0")
+
+
+class SimulatedExecutor(Executor):
+    """Runs allocations against the truth model; deterministic for a given seed."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        slot_seconds: float,
+        *,
+        truth: TruthConfig | None = None,
+        families: Mapping[str, str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.cluster = cluster
+        self.slot_seconds = float(slot_seconds)
+        self.truth = truth or TruthConfig()
+        self._model = RuntimeEstimator(cluster, families)
+        self._rng = np.random.default_rng(seed)
+        self._last: dict[str, Placement] = {}
+        self._seen: set[str] = set()
+        self._report = SlotReport(slot=-1)
+        self._parts: dict[tuple[str, Placement], _Truth] = {}
+        self._last_parts: dict[str, tuple[Placement, _Truth]] = {}
+
+    def _true_parts(self, job: JobSpec, p: Placement) -> _Truth:
+        last = self._last_parts.get(job.job_id)
+        if last is not None and last[0] is p:  # a running job keeps its placement
+            return last[1]
+        key = (job.job_id, p)
+        hit = self._parts.get(key)
+        if hit is None:
+            compute, comm = self._model.iteration_parts(job, p)
+            compute *= self.truth.compute_scale
+            comm *= self.truth.comm_scale
+            units = self._model.units_per_iteration(job, p)
+            iter_s = compute + comm
+            rate = units / iter_s if iter_s > 0 else 0.0
+            per_iter = 2 * job.gradient_bytes
+            steady = _progress((rate * self.slot_seconds, False, None, 0.0))
+            iterations = steady.units / units
+            hit = _Truth(
+                compute,
+                comm,
+                units,
+                rate,
+                per_iter,
+                steady,
+                # iterations, time, compute, comm, bytes sent and received, restart,
+                # prediction, measured Gbit/s, NIC readings
+                (iterations, iter_s, compute, comm, iterations * per_iter, *_STEADY_TAIL),
+            )
+            if len(self._parts) > 200_000:
+                self._parts.clear()
+                self._last_parts.clear()
+            self._parts[key] = hit
+        self._last_parts[job.job_id] = (p, hit)
+        return hit
+
+    def apply(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+    ) -> None:
+        report = SlotReport(slot=slot)
+        noise = self.truth.noise
+        measure = self.truth.measure
+        restart_s = self.truth.restart_s
+        slot_seconds = self.slot_seconds
+        last, seen, last_parts = self._last, self._seen, self._last_parts
+        progress, measurements = report.progress, report.measurements
+        for job_id, p in allocation.items():
+            prev = last.get(job_id)
+            cached = last_parts.get(job_id)
+            if cached is not None and cached[0] is p:  # a running job keeps its placement
+                truth = cached[1]
+            else:
+                truth = self._true_parts(jobs[job_id], p)
+            compute, comm, rate = truth.compute, truth.comm, truth.rate
+            # A re-layout, or a resume after a pause, restarts from a checkpoint.
+            if prev is p or (prev is not None and prev == p) or job_id not in seen:
+                restart, usable = 0.0, slot_seconds
+            else:
+                restart = restart_s
+                usable = slot_seconds - restart if slot_seconds > restart else 0.0
+            left = remaining[job_id]
+            if noise > 0:
+                factor = float(np.exp(self._rng.normal(0.0, noise)))
+                compute, comm = compute * factor, comm * factor
+                rate = truth.units_per_iter / (compute + comm) if rate > 0 else 0.0
+            elif restart == 0.0 and truth.steady.units < left - 1e-9:
+                # The common case: a full slot that does not finish the job, the same
+                # progress and measurement as the slot before (made once per placement).
+                progress[job_id] = truth.steady
+                if measure and truth.steady.units > 0:
+                    measurements.append(_measurement((job_id, slot, p, *truth.steady_measure)))
+                continue
+            done = rate * usable
+            if rate > 0 and done >= left - 1e-9:
+                progress[job_id] = _progress((left, True, restart + left / rate, restart))
+                units = left
+            else:
+                progress[job_id] = _progress((done, False, None, restart))
+                units = done
+            if measure and units > 0:
+                iterations = units / truth.units_per_iter
+                measurements.append(
+                    _measurement(
+                        (
+                            job_id,
+                            slot,
+                            p,
+                            iterations,
+                            compute + comm,
+                            compute,
+                            comm,
+                            iterations * truth.bytes_per_iter,
+                            0.0,
+                            restart,
+                            None,
+                            None,
+                            NO_NIC,
+                        )
+                    )
+                )
+        self._seen.update(allocation)
+        self._last = dict(allocation)
+        self._report = report
+
+    def collect(self, slot: int) -> SlotReport:
+        if self._report.slot != slot:
+            raise RuntimeError(f"collect({slot}) without apply({slot})")
+        return self._report

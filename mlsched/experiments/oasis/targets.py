@@ -1,0 +1,136 @@
+"""H2 (Fig. 4): actual minus target completion time per utility class."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mlsched.engine.builder import Failure
+from mlsched.experiments.base import Check
+from mlsched.experiments.oasis.common import (
+    _CLASSES,
+    OASIS_VARIANTS,
+    PRIMARY,
+    OasisScale,
+    _fmt,
+    _run,
+    _workload,
+    job_class,
+    target_miss,
+)
+from mlsched.experiments.pool import Runner
+
+
+def _h2_one(
+    item: tuple[int, str, str, dict[str, Any], int, int, int],
+) -> dict[str, dict[str, Any]] | Failure:
+    """class -> {"deltas": [...], "not_completed": n, "jobs": n} of one run."""
+    seed, name, policy, options, jobs, horizon, servers = item
+    workload = _workload(seed, jobs, horizon, servers, class_mix=(0.0, 0.5, 0.5))
+    outcome = _run(workload, name, policy, options, seed, {"part": "h2"})
+    if isinstance(outcome, Failure):
+        return outcome
+    per: dict[str, dict[str, Any]] = {
+        c: {"deltas": [], "not_completed": 0, "jobs": 0} for c in _CLASSES
+    }
+    for record in outcome.records.values():
+        cls = job_class(record.spec)
+        if cls not in per:
+            continue
+        per[cls]["jobs"] += 1
+        miss = target_miss(record)
+        if miss is None:
+            per[cls]["not_completed"] += 1
+        else:
+            per[cls]["deltas"].append(miss)
+    return per
+
+
+def _h2(
+    s: OasisScale,
+    seeds: int,
+    schemes: Sequence[tuple[str, str, dict[str, Any]]],
+    runner: Runner,
+    advance: Callable[[int], None],
+    failures: list[Failure],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """scheme -> class -> {"deltas": [...], "not_completed": n, "jobs": n}."""
+    items = [
+        (seed, name, policy, options, s.h2_jobs, s.h2_horizon, s.h2_servers)
+        for seed in range(seeds)
+        for name, policy, options in schemes
+    ]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for item, outcome in zip(items, runner.map(_h2_one, items, advance), strict=True):
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+            continue
+        per = out.setdefault(
+            item[1], {c: {"deltas": [], "not_completed": 0, "jobs": 0} for c in _CLASSES}
+        )
+        for cls, row in outcome.items():
+            per[cls]["deltas"].extend(row["deltas"])
+            per[cls]["not_completed"] += row["not_completed"]
+            per[cls]["jobs"] += row["jobs"]
+    return out
+
+
+def _h2_stats(raw: dict[str, dict[str, dict[str, Any]]], names: Sequence[str]) -> dict[str, Any]:
+    stats: dict[str, Any] = {}
+    for name in names:
+        if name not in raw:
+            continue
+        stats[name] = {}
+        for cls in _CLASSES:
+            d = raw[name][cls]["deltas"]
+            stats[name][cls] = {
+                "completed": len(d),
+                "not_completed": raw[name][cls]["not_completed"],
+                "jobs": raw[name][cls]["jobs"],
+                "mean": float(np.mean(d)) if d else None,
+                "std": float(np.std(d)) if d else None,
+                "mean_abs": float(np.mean(np.abs(d))) if d else None,
+            }
+    return stats
+
+
+def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> Check:
+    """Closest to zero = smallest mean |actual - target|; plus the smallest spread."""
+    oasis = [n for n in names if n in OASIS_VARIANTS and n in stats]
+    base = [n for n in names if n not in OASIS_VARIANTS and n in stats]
+    held: list[str] = []
+    parts: list[str] = []
+    for cls in _CLASSES:
+        parts.append(
+            f"{cls}: "
+            + ", ".join(
+                f"{n} {_fmt(stats[n][cls]['mean'])}±{_fmt(stats[n][cls]['std'])} "
+                f"({stats[n][cls]['completed']} done, {stats[n][cls]['not_completed']} not)"
+                for n in stats
+            )
+        )
+    for o in oasis:
+        ok = True
+        for cls in _CLASSES:
+            mine = stats[o][cls]
+            if mine["mean_abs"] is None:
+                ok = False
+                continue
+            for b in base:
+                other = stats[b][cls]
+                if other["mean_abs"] is None:
+                    continue
+                if mine["mean_abs"] > other["mean_abs"] or mine["std"] > other["std"]:
+                    ok = False
+        if ok:
+            held.append(o)
+    return Check(
+        "H2: OASiS's completion time minus target is closest to 0 with the smallest spread, "
+        "in both classes",
+        PRIMARY in held,
+        "slots, completed jobs, mean±std over seeds; "
+        + "; ".join(parts)
+        + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
+    )

@@ -1,0 +1,209 @@
+"""Shared pieces of the pdors experiment: scales, schemes, one run and its record."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlsched.core.allocation import JobState
+from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
+from mlsched.engine.engine import JobRecord
+from mlsched.engine.summary import summarize
+from mlsched.workloads.base import Workload
+from mlsched.workloads.loading import load_workload
+from mlsched.workloads.pdors import alone_slots
+
+PRIMARY = "pd_ors"
+#: PD-ORS as shipped decides the checks; with the paper's L as written (no utility floor,
+#: spec A3) it runs beside, and each check says whether it holds for it too.
+VARIANTS: dict[str, dict[str, Any]] = {"pd_ors-nofloor": {"utility_floor": 0.0}}
+PDORS = (PRIMARY, *VARIANTS)
+#: The paper's job mix and its Google-trace-like one (spec 000 §5.1).
+MIXES: dict[str, tuple[float, float, float]] = {
+    "10/55/35": (0.10, 0.55, 0.35),
+    "30/69/1": (0.30, 0.69, 0.01),
+}
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A compared scheme: the policy, its options and the machine layout it runs on."""
+
+    policy: str
+    options: dict[str, Any]
+    pools: str = "shared"
+
+
+def schemes() -> dict[str, Scheme]:
+    """PD-ORS and the baselines of spec 000 §5.2, under the summary's names."""
+    return {
+        "pd_ors": Scheme("pd_ors", {}),
+        **{name: Scheme("pd_ors", dict(options)) for name, options in VARIANTS.items()},
+        # OASiS keeps workers and PSs on disjoint halves of the machines (item 4).
+        "oasis": Scheme("oasis", {}, "split"),
+        # n_s = ceil(n_w / gamma) (A24).
+        "fifo": Scheme("fifo", {"ps_rule": "needed"}),
+        "drf": Scheme("drf", {}),
+        # Fairness 0.8 x DRF, at most 20 % of the running jobs adjusted (item 3, A25). The
+        # MILP stops at Dorm's own node limit and gap (its clock limit is a safety net that
+        # these programs do not reach): a run gives the same result on any machine.
+        "dorm": Scheme("dorm", {"adjust_fraction": 0.2, "fairness": 0.8}),
+    }
+
+
+@dataclass(frozen=True)
+class PdorsScale:
+    """Sizes of one scale (jobs, machines H, horizon T for each part).
+
+    utility (checks 1-2, Figs. 7-8): every scheme at ``jobs`` on ``servers`` over
+    ``horizon``; ``default_jobs`` is the summary's point. median (check 3, Fig. 9): every
+    scheme at one point. ratio (check 4, Fig. 10): ``ratio_jobs`` over ``ratio_horizon`` on
+    each of ``ratio_servers``, OPT under ``ratio_time_limit_s``. rounding (check 5,
+    Fig. 11): PD-ORS at each of ``gains`` and exact. mix (check 6, Figs. 14-17): PD-ORS and
+    OASiS under both job mixes.
+    """
+
+    servers: int
+    horizon: int
+    jobs: tuple[int, ...]
+    default_jobs: int
+    median_point: tuple[int, int, int]  # jobs, servers, horizon
+    ratio_servers: tuple[int, ...]
+    ratio_jobs: int
+    ratio_horizon: int
+    ratio_time_limit_s: float
+    gains: tuple[float, ...]
+    rounding_point: tuple[int, int, int]
+    mix_point: tuple[int, int, int]
+
+
+GAINS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
+
+SCALE_SETTINGS: dict[str, PdorsScale] = {
+    "smoke": PdorsScale(
+        servers=6,
+        horizon=12,
+        jobs=(6, 12),
+        default_jobs=12,
+        median_point=(10, 6, 20),
+        ratio_servers=(3,),
+        ratio_jobs=5,
+        ratio_horizon=6,
+        ratio_time_limit_s=5.0,
+        gains=(0.4, 1.0, 1.2),
+        rounding_point=(10, 6, 12),
+        mix_point=(12, 6, 12),
+    ),
+    # Contended points (fewer machines than Figs. 7-9's) keep the schemes apart and the
+    # runs short; T as the paper's where the check's figure fixes it.
+    "default": PdorsScale(
+        servers=20,
+        horizon=20,
+        jobs=(15, 30, 50),
+        default_jobs=50,
+        median_point=(40, 20, 60),
+        ratio_servers=(2, 4, 8, 12),
+        ratio_jobs=10,
+        ratio_horizon=10,
+        ratio_time_limit_s=20.0,
+        gains=GAINS,
+        # Failed roundings cost up to max_attempts draws each: the G_delta sweep runs on a
+        # smaller cluster with as many jobs per machine as the utility part's.
+        rounding_point=(30, 10, 20),
+        mix_point=(60, 20, 40),
+    ),
+    "paper": PdorsScale(
+        servers=100,
+        horizon=20,
+        jobs=(10, 20, 30, 40, 50),
+        default_jobs=50,
+        median_point=(100, 30, 80),
+        ratio_servers=(2, 4, 6, 8, 10, 12),
+        ratio_jobs=10,
+        ratio_horizon=10,
+        ratio_time_limit_s=60.0,
+        gains=GAINS,
+        rounding_point=(50, 100, 20),
+        mix_point=(100, 30, 80),
+    ),
+}
+
+
+def workload(
+    seed: int, jobs: int, servers: int, horizon: int, pools: str, mix: str = "10/55/35"
+) -> Workload:
+    return load_workload(
+        "pdors-paper",
+        seed=seed,
+        jobs=jobs,
+        horizon=horizon,
+        options={"servers": servers, "pools": pools, "class_mix": list(MIXES[mix])},
+    )
+
+
+def training_slots(record: JobRecord, horizon: int) -> float:
+    """t~ - a of a completed job; T for one that did not complete or was rejected (A27)."""
+    if record.state is JobState.DONE and record.completion_slot is not None:
+        return float(record.completion_slot - record.spec.arrival_slot)
+    return float(horizon)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One simulated run: which part, seed, point and scheme (picklable for the pool)."""
+
+    part: str
+    seed: int
+    jobs: int
+    servers: int
+    horizon: int
+    name: str
+    scheme: Scheme
+    mix: str = "10/55/35"
+    extra: tuple[tuple[str, Any], ...] = ()  # policy options on top of the scheme's
+
+
+def run_item(item: Item) -> dict[str, Any] | Failure:
+    """Run one item; its record (utility, completions, training times, restarts)."""
+    w = workload(item.seed, item.jobs, item.servers, item.horizon, item.scheme.pools, item.mix)
+    options = {**item.scheme.options, **dict(item.extra)}
+    outcome = try_simulate(
+        w,
+        SimulationConfig(item.scheme.policy, seed=item.seed, policy_options=options),
+        context={"part": item.part, "scheme": item.name, "jobs": item.jobs},
+    )
+    if isinstance(outcome, Failure):
+        return Failure(item.name, outcome.seed, outcome.error, outcome.context)
+    summary = summarize(outcome)
+    records = list(outcome.records.values())
+    times = [training_slots(r, item.horizon) for r in records]
+    # Jobs that cannot finish even alone count T under every scheme (A27); the median over
+    # the others is the one that can tell schemes apart.
+    feasible = [
+        training_slots(r, item.horizon)
+        for r in records
+        if alone_slots(r.spec, "internal", w.slot_seconds) <= item.horizon - r.spec.arrival_slot
+    ]
+    return {
+        "part": item.part,
+        "scheme": item.name,
+        "seed": item.seed,
+        "jobs": item.jobs,
+        "servers": item.servers,
+        "horizon": item.horizon,
+        "mix": item.mix,
+        "extra": dict(item.extra),
+        "total_utility": summary.total_utility,
+        "admitted": summary.admitted,
+        "completed": summary.completed,
+        "median_training_slots": float(np.median(times)) if times else math.nan,
+        "median_training_slots_feasible": float(np.median(feasible)) if feasible else math.nan,
+        "feasible_alone": len(feasible),
+        "restarts": summary.restarts,
+        "restarts_per_job": summary.restarts_per_job,
+        "wall_seconds": summary.wall_seconds,
+        "summary": summary.to_dict(),
+    }

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.trainer_overhead import machine
+from benchmarks.machine import machine
 from mlsched.core.allocation import JobState
 from mlsched.engine.results import JobRecord
 from mlsched.perfmodel.estimator import RuntimeEstimator

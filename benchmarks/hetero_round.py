@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.trainer_overhead import machine
+from benchmarks.machine import machine
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.hetero.batch import round_inputs
 from mlsched.scheduler.hetero.maxweight import dual

@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.trainer_overhead import machine
-from mlsched.engine.engine import Engine
+from benchmarks.machine import machine
+from mlsched.engine.builder import build_engine
 from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.engine.summary import summarize
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.pdors.policy import PdorsPolicy
 from mlsched.scheduler.registry import create
 from mlsched.workloads.loading import load_workload
@@ -42,17 +41,16 @@ def measure(jobs: int, seed: int, options: dict[str, Any] | None = None) -> dict
     executor = SimulatedExecutor(
         workload.cluster, workload.slot_seconds, families=workload.runtime, seed=seed
     )
-    engine = Engine(
+    engine = build_engine(
         workload.cluster,
         policy,
-        executor,
-        RuntimeEstimator(workload.cluster, workload.runtime),
+        workload.jobs,
         slot_seconds=workload.slot_seconds,
         horizon=workload.horizon_slots,
         seed=seed,
-        catalogue=workload.jobs,
+        families=workload.runtime,
+        executor=executor,
     )
-    engine.submit_all(workload.jobs)
     start = time.perf_counter()
     try:
         result = engine.run()

@@ -41,7 +41,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.trainer_overhead import machine
+from benchmarks.machine import machine
 from mlsched.trainers.launch import flag_value
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -201,22 +201,18 @@ GOALS: dict[str, tuple[float, tuple[str, ...] | None]] = {
 def run_case(case: Case, policy_name: str, *, seed: int = 0) -> dict[str, Any]:
     """Run ``case`` under ``policy_name`` in this process; return the figures."""
     from mlsched.core import JobState
-    from mlsched.engine.engine import Engine
-    from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
-    from mlsched.perfmodel.estimator import RuntimeEstimator
+    from mlsched.engine.builder import build_engine
+    from mlsched.engine.simulator import TruthConfig
     from mlsched.scheduler import create
 
     start = time.perf_counter()
-    engine = Engine(
+    engine = build_engine(
         case.cluster,
         create(policy_name),
-        SimulatedExecutor(
-            case.cluster, case.slot_seconds, truth=TruthConfig(measure=case.measure), seed=seed
-        ),
-        RuntimeEstimator(case.cluster),
         slot_seconds=case.slot_seconds,
         horizon=case.horizon,
         seed=seed,
+        truth=TruthConfig(measure=case.measure),
     )
     engine.submit_all(case.jobs)
     result = engine.run()

@@ -162,7 +162,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "mlsched/trainers/checkpoint.py",
         "        os.rename(tmp, final)\n",
         "        shutil.copytree(tmp, final)\n",
-        ("tests/test_trainer_checkpoint.py",),
+        ("tests/test_trainers_checkpoint.py",),
         "the checkpoint is copied, not renamed into place: its temporary directory stays",
     ),
     # Intake validation ------------------------------------------------------------------

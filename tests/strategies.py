@@ -29,10 +29,10 @@ from mlsched.core import (
     Topology,
     Utility,
 )
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.builder import build_engine
+from mlsched.engine.engine import RunResult
 from mlsched.engine.executor import Executor, SlotReport
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 
 __all__ = [
@@ -242,17 +242,15 @@ def run_recorded(
     executor = RecordingExecutor(
         SimulatedExecutor(cluster, scenario.slot_seconds, truth=scenario.truth, seed=scenario.seed)
     )
-    engine = Engine(
+    engine = build_engine(
         cluster,
         create(policy_name),
-        executor,
-        RuntimeEstimator(cluster),
+        scenario.jobs,
         slot_seconds=scenario.slot_seconds,
         horizon=scenario.horizon,
         seed=scenario.seed,
-        catalogue=scenario.jobs,
+        executor=executor,
         stall_slots=stall_slots,
     )
-    engine.submit_all(scenario.jobs)
     result = engine.run(until=max_slots)
     return RecordedRun(result, executor.allocations, executor.reports)

@@ -20,7 +20,8 @@ from mlsched.core import (
     ResourceVector,
     Server,
 )
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.builder import build_engine
+from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import RunContext, create
@@ -65,15 +66,7 @@ def run(
     cluster: Cluster, jobs: list[JobSpec], *, until: int = 400, truth: TruthConfig | None = None
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = Engine(
-        cluster,
-        create("drf"),
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
+    engine = build_engine(cluster, create("drf"), jobs, slot_seconds=SLOT_S, executor=executor)
     return engine.run(until=until), executor.allocations
 
 

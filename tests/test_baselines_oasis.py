@@ -27,8 +27,8 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import SimulationConfig, simulate
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.builder import SimulationConfig, build_engine, simulate
+from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.engine.summary import summarize
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -99,16 +99,9 @@ def run(
     horizon: int | None = None,
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S))
-    engine = Engine(
-        cluster,
-        policy,
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        horizon=horizon,
-        catalogue=jobs,
+    engine = build_engine(
+        cluster, policy, jobs, slot_seconds=SLOT_S, horizon=horizon, executor=executor
     )
-    engine.submit_all(jobs)
     return engine.run(until=until), executor.allocations
 
 
@@ -297,16 +290,15 @@ def test_dorm_time_limit_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
     workload = load_workload("oasis-paper", seed=3, jobs=25, horizon=40, options={"servers": 10})
     policy = DormPolicy(time_limit_s=0.05)
     runtime = RuntimeEstimator(workload.cluster, workload.runtime)
-    engine = Engine(
+    engine = build_engine(
         workload.cluster,
         policy,
-        SimulatedExecutor(workload.cluster, workload.slot_seconds, families=workload.runtime),
-        runtime,
+        workload.jobs,
         slot_seconds=workload.slot_seconds,
         horizon=workload.horizon_slots,
-        catalogue=workload.jobs,
+        families=workload.runtime,
+        runtime=runtime,
     )
-    engine.submit_all(workload.jobs)
     engine.run()
     assert policy.solves and len(limits) == len(policy.solves)
     assert set(limits) == {0.05}

@@ -23,9 +23,9 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.builder import build_engine
+from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.policy import Policy
 
@@ -74,15 +74,9 @@ def run(
     truth: TruthConfig | None = None,
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = Engine(
-        cluster,
-        policy or create("optimus"),
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        catalogue=jobs,
+    engine = build_engine(
+        cluster, policy or create("optimus"), jobs, slot_seconds=SLOT_S, executor=executor
     )
-    engine.submit_all(jobs)
     return engine.run(until=until), executor.allocations
 
 

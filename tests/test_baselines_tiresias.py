@@ -21,9 +21,9 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.builder import build_engine
+from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 
 SLOT_S = 10.0
@@ -65,15 +65,7 @@ def run(
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     """Run ``policy`` (the LAS family shares these helpers); the allocation of each slot."""
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = Engine(
-        cluster,
-        create(policy),
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
+    engine = build_engine(cluster, create(policy), jobs, slot_seconds=SLOT_S, executor=executor)
     return engine.run(until=until), executor.allocations
 
 

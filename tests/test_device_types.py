@@ -12,9 +12,8 @@ from mlsched.core import Arch, Cluster, JobSpec, JobState, RejectKind, ResourceV
 from mlsched.core.device_types import MAX_TYPES, TypeCatalogue
 from mlsched.core.errors import SpecError
 from mlsched.core.type_hosts import type_problems, worker_hosts
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, worker_servers
 
@@ -102,15 +101,7 @@ def _job(job_id: str, worker_types: dict[str, ResourceVector]) -> JobSpec:
 
 
 def _engine(cluster: Cluster, jobs: list[JobSpec]) -> Engine:
-    engine = Engine(
-        cluster,
-        create("fifo"),
-        SimulatedExecutor(cluster, 60.0),
-        RuntimeEstimator(cluster),
-        slot_seconds=60.0,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
+    engine = build_engine(cluster, create("fifo"), jobs, slot_seconds=60.0)
     return engine
 
 

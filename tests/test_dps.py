@@ -10,9 +10,8 @@ import pytest
 
 from mlsched.core import Cluster, JobSpec, JobState, ResourceVector, Server
 from mlsched.core.job import Arch, SyncMode
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.baselines.taskfill import TaskFiller
 from mlsched.scheduler.dps import DpsPolicy, price_grid, shape_of, theorem_delta
@@ -59,31 +58,22 @@ def engine_for(
     cluster: Cluster, policy: DpsPolicy, jobs: list[JobSpec], horizon: int | None = 400
 ) -> Engine:
     families = {"ps_sync": "dps"}
-    engine = Engine(
-        cluster,
-        policy,
-        SimulatedExecutor(cluster, SLOT_S, families=families),
-        RuntimeEstimator(cluster, families),
-        slot_seconds=SLOT_S,
-        horizon=horizon,
-        catalogue=jobs,
+    engine = build_engine(
+        cluster, policy, jobs, slot_seconds=SLOT_S, horizon=horizon, families=families
     )
-    engine.submit_all(jobs)
     return engine
 
 
 def workload_engine(w: Workload, policy: DpsPolicy) -> Engine:
     """An engine running a workload's jobs under ``policy``, as the simulator does."""
-    engine = Engine(
+    engine = build_engine(
         w.cluster,
         policy,
-        SimulatedExecutor(w.cluster, w.slot_seconds, families=w.runtime),
-        RuntimeEstimator(w.cluster, w.runtime),
+        w.jobs,
         slot_seconds=w.slot_seconds,
         horizon=w.horizon_slots,
-        catalogue=w.jobs,
+        families=w.runtime,
     )
-    engine.submit_all(w.jobs)
     return engine
 
 

@@ -32,8 +32,9 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
+from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import ClusterView, Policy, create
 from mlsched.scheduler.baselines.fifo import FifoPolicy
@@ -49,14 +50,8 @@ def make_engine(
     horizon: int | None = None,
     stall_slots: int = 200,
 ) -> Engine:
-    return Engine(
-        cluster,
-        policy,
-        SimulatedExecutor(cluster, SLOT_S, truth=truth),
-        RuntimeEstimator(cluster),
-        slot_seconds=SLOT_S,
-        horizon=horizon,
-        stall_slots=stall_slots,
+    return build_engine(
+        cluster, policy, slot_seconds=SLOT_S, horizon=horizon, truth=truth, stall_slots=stall_slots
     )
 
 
@@ -344,14 +339,7 @@ def test_on_a_live_cluster_a_job_the_policy_cannot_take_is_rejected_alone(
                 raise ValueError("cannot plan this one")
             return super().on_arrival(job, view)
 
-    engine = Engine(
-        tiny_cluster,
-        Picky(),
-        SimulatedExecutor(tiny_cluster, SLOT_S),
-        RuntimeEstimator(tiny_cluster),
-        slot_seconds=SLOT_S,
-        reject_on_policy_error=True,
-    )
+    engine = build_engine(tiny_cluster, Picky(), slot_seconds=SLOT_S, reject_on_policy_error=True)
     engine.submit(gpu_job("boom-1"))
     engine.submit(gpu_job("fine"))
     engine.step()

@@ -24,9 +24,8 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.gadget import GadgetPolicy, RingJob, SlotProblem, lp_rs_mde
 from mlsched.scheduler.gadget.config_lp import solve_config_lp
@@ -246,14 +245,7 @@ def ring(job_id: str, arrival: int = 0, **kw: object) -> JobSpec:
 
 
 def run(cluster: Cluster, jobs: list[JobSpec], policy: GadgetPolicy, slots: int = 60) -> Engine:
-    engine = Engine(
-        cluster,
-        policy,
-        SimulatedExecutor(cluster, 10.0),
-        RuntimeEstimator(cluster),
-        slot_seconds=10.0,
-        horizon=slots,
-    )
+    engine = build_engine(cluster, policy, slot_seconds=10.0, horizon=slots)
     engine.submit_all(jobs)
     engine.run()
     return engine

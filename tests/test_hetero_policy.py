@@ -11,7 +11,7 @@ import pytest
 from mlsched.core.cluster import Cluster, Server
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
-from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.builder import SimulationConfig, build_engine, simulate
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.hetero import (
     DEFAULT_CATALOGUE,
@@ -190,16 +190,13 @@ def test_demo_every_job_finishes_with_compact_offsets():
 def test_faithful_offsets_start_round_i_at_alpha_tau():
     workload = load_workload("demo")
     policy = HeteroPolicy(alpha=2)
-    from mlsched.engine.engine import Engine
-    from mlsched.engine.simulator import SimulatedExecutor
 
-    engine = Engine(
+    engine = build_engine(
         workload.cluster,
         policy,
-        SimulatedExecutor(workload.cluster, workload.slot_seconds),
-        RuntimeEstimator(workload.cluster, workload.runtime),
         slot_seconds=workload.slot_seconds,
         horizon=workload.horizon_slots,
+        families=workload.runtime,
     )
     engine.submit_all(workload.jobs)
     engine.run()

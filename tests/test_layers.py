@@ -173,3 +173,22 @@ def test_the_cycle_finder_finds_cycles(
     graph: dict[str, set[str]], expected: list[list[str]]
 ) -> None:
     assert _cycles(graph) == expected
+
+
+def test_test_and_benchmark_files_stay_under_600_lines() -> None:
+    """A file past 600 lines holds more than one subject: split it by what it tests."""
+    root = PACKAGE.parent
+    long = {
+        str(p.relative_to(root)): n
+        for folder in ("tests", "benchmarks")
+        for p in sorted((root / folder).rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert long == {}
+
+
+def test_test_modules_have_one_naming() -> None:
+    """One prefix per subject: ``test_trainers_*`` and not also ``test_trainer_*`` (a word
+    used both singular and plural as the first part of test module names)."""
+    firsts = {p.stem.split("_")[1] for p in (PACKAGE.parent / "tests").glob("test_*_*.py")}
+    assert {w for w in firsts if w + "s" in firsts} == set()

@@ -28,9 +28,8 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.links import ring_hops
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.paths import ring_bottleneck_gbps
 from mlsched.scheduler import ClusterView, Policy
 
@@ -79,13 +78,7 @@ class Scripted(Policy):
 
 
 def engine_for(cluster: Cluster, allocate: Callable[[int], dict[str, Placement]]) -> Engine:
-    return Engine(
-        cluster,
-        Scripted(allocate),
-        SimulatedExecutor(cluster, 10.0),
-        RuntimeEstimator(cluster),
-        slot_seconds=10.0,
-    )
+    return build_engine(cluster, Scripted(allocate), slot_seconds=10.0)
 
 
 def ring(*servers: int, per: int = 1) -> Placement:

@@ -31,10 +31,9 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.builder import SimulationConfig, build_engine, simulate
 from mlsched.engine.engine import Engine
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import ClusterView, create
 from mlsched.scheduler.oasis import (
     ConstantsEstimator,
@@ -369,18 +368,16 @@ def run_checked(
         SimulatedExecutor(cluster, scenario.slot_seconds, truth=scenario.truth, seed=scenario.seed)
     )
     policy = CheckedOasis(**options)
-    engine = Engine(
+    engine = build_engine(
         cluster,
         policy,
-        executor,
-        RuntimeEstimator(cluster),
+        scenario.jobs,
         slot_seconds=scenario.slot_seconds,
         horizon=scenario.horizon,
         seed=scenario.seed,
-        catalogue=scenario.jobs,
+        executor=executor,
         stall_slots=20,
     )
-    engine.submit_all(scenario.jobs)
     result = engine.run(until=max_slots)
     return RecordedRun(result, executor.allocations, executor.reports), policy
 
@@ -447,16 +444,9 @@ def run_jobs(
     cluster = two_pool_cluster()
     executor = RecordingExecutor(SimulatedExecutor(cluster, 10.0, truth=truth))
     policy = OasisPolicy(**options)
-    engine = Engine(
-        cluster,
-        policy,
-        executor,
-        RuntimeEstimator(cluster),
-        slot_seconds=10.0,
-        horizon=horizon,
-        catalogue=jobs,
+    engine = build_engine(
+        cluster, policy, jobs, slot_seconds=10.0, horizon=horizon, executor=executor
     )
-    engine.submit_all(jobs)
     engine.run(until=until)
     return engine, policy, executor.allocations
 

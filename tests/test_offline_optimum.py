@@ -24,9 +24,7 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import baseline_policies
-from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
+from mlsched.engine.builder import baseline_policies, build_engine
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.offline import offline_optimum, performance_ratio, worker_rate
@@ -165,16 +163,7 @@ def brute_force(c: Cluster, jobs: list[JobSpec], horizon: int) -> float:
 
 
 def online(c: Cluster, jobs: list[JobSpec], horizon: int, policy: str) -> float:
-    engine = Engine(
-        c,
-        create(policy),
-        SimulatedExecutor(c, SLOT_S),
-        RuntimeEstimator(c),
-        slot_seconds=SLOT_S,
-        horizon=horizon,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
+    engine = build_engine(c, create(policy), jobs, slot_seconds=SLOT_S, horizon=horizon)
     result = engine.run()
     return sum(r.utility() for r in result.records.values())
 

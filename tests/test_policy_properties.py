@@ -32,9 +32,7 @@ from strategies import RecordedRun, Scenario, run_recorded, scenarios
 
 from mlsched.core import Arch, Cluster, JobSpec, JobState, Pool, ResourceVector, Server
 from mlsched.core.utility import Utility
-from mlsched.engine.engine import Engine
-from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.engine.builder import build_engine
 from mlsched.scheduler import Policy, available, create, registered
 
 POLICIES = sorted(registered())
@@ -126,14 +124,7 @@ def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> 
 
     # A batch policy runs an admitted job from a later round (doubling rounds: far later).
     wait = 5_000 if policy.batch_rounds else 1
-    engine = Engine(
-        tiny_cluster,
-        policy,
-        SimulatedExecutor(tiny_cluster, 10.0),
-        RuntimeEstimator(tiny_cluster),
-        slot_seconds=10.0,
-        horizon=200 + 2 * wait,  # room for both jobs one after the other
-    )
+    engine = build_engine(tiny_cluster, policy, slot_seconds=10.0, horizon=200 + 2 * wait)
 
     def step_until_running(job_id: str) -> None:
         for _ in range(wait):

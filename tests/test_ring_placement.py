@@ -26,9 +26,9 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.allocation import RejectKind
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.engine.simulator import SimulatedExecutor
-from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.scheduler.ring_placement import RingLedger, p0_ring, ring_link_load
@@ -169,16 +169,14 @@ def run(
     cluster: Cluster, jobs: Sequence[JobSpec], policy: str, *, horizon: int = 60, **options: object
 ) -> tuple[Engine, RecordingExecutor]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, 60.0))
-    engine = Engine(
+    engine = build_engine(
         cluster,
         create(policy, **options),
-        executor,
-        RuntimeEstimator(cluster),
+        jobs,
         slot_seconds=60.0,
         horizon=horizon,
-        catalogue=jobs,
+        executor=executor,
     )
-    engine.submit_all(jobs)
     engine.run()
     return engine, executor
 
@@ -313,15 +311,7 @@ def test_a_cancelled_ring_frees_its_servers_and_links_for_the_next_slot(policy: 
         )
         for i in (0, 1)
     ]
-    engine = Engine(
-        cluster,
-        create(policy, placement="ring"),
-        SimulatedExecutor(cluster, 60.0),
-        RuntimeEstimator(cluster),
-        slot_seconds=60.0,
-        catalogue=jobs,
-    )
-    engine.submit_all(jobs)
+    engine = build_engine(cluster, create(policy, placement="ring"), jobs, slot_seconds=60.0)
     engine.step()
     engine.step()
     (running,) = engine.placements  # one ring at a time (tiresias: j1, least served)

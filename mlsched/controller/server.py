@@ -42,6 +42,7 @@ from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.core.reports import Heartbeat
 from mlsched.core.type_hosts import type_problems
+from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine, JobRecord
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -257,11 +258,11 @@ class Controller:
         policy = create(self.cfg.policy, **self.policy_options)
         if self.engine is None:
             runtime = RuntimeEstimator(cluster, dict(policy.runtime_families) or None)
-            self.engine = Engine(
+            self.engine = build_engine(
                 cluster,
                 policy,
-                self.executor,
-                runtime,
+                executor=self.executor,
+                runtime=runtime,
                 slot_seconds=self.cfg.slot_seconds,
                 seed=self.cfg.seed,
                 stall_slots=10**9,

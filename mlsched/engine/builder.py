@@ -8,29 +8,30 @@ from them (:class:`TruthConfig`), and the engine learns the difference from meas
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mlsched.core.allocation import Allocation
 from mlsched.core.batch_gc import batch_gc
 from mlsched.core.cluster import Cluster
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.engine import run_cache
-from mlsched.engine.engine import Engine, RunResult
+from mlsched.engine.engine import AllocationHook, Engine, RunResult, UserModel, valuation_user
+from mlsched.engine.executor import Executor
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.engine.summary import Summary, summarize
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, policy_class, registered
-from mlsched.scheduler.view import ClusterView, RunContext
+from mlsched.scheduler.view import RunContext
 
 __all__ = [
     "AllocationHook",
     "Failure",
     "SimulationConfig",
     "baseline_policies",
+    "build_engine",
     "check_policies",
     "compare",
     "simulate",
@@ -56,10 +57,6 @@ class Workload(Protocol):
     def slot_seconds(self) -> float: ...
     @property
     def runtime(self) -> Mapping[str, str]: ...
-
-
-#: Called with (policy, its view, the allocation it returned) once per slot.
-AllocationHook = Callable[[Policy, ClusterView, Allocation], None]
 
 
 @dataclass(frozen=True)
@@ -108,35 +105,78 @@ def simulate(
     return result
 
 
+def build_engine(
+    cluster: Cluster,
+    policy: Policy | str,
+    jobs: Iterable[JobSpec] = (),
+    *,
+    slot_seconds: float,
+    horizon: int | None = None,
+    seed: int = 0,
+    families: Mapping[str, str] | None = None,
+    truth: TruthConfig | None = None,
+    executor: Executor | None = None,
+    runtime: RuntimeEstimator | None = None,
+    on_allocate: AllocationHook | None = None,
+    user: UserModel = valuation_user,
+    stall_slots: int = 200,
+    reject_on_policy_error: bool = False,
+    check_types: bool = True,
+    **policy_options: Any,
+) -> Engine:
+    """The engine for ``policy`` (an instance, or a registered name built with
+    ``policy_options``) on ``cluster``, with ``jobs`` submitted.
+
+    The executor is a :class:`SimulatedExecutor` whose truth is ``truth`` (default: the
+    job specs) unless ``executor`` is given (the live controller's, or a simulated one
+    wrapped by a test); the runtime model starts from the specs and ``families``.
+    ``on_allocate`` sees each slot's allocation (:attr:`Engine.on_allocate`)."""
+    if isinstance(policy, str):
+        policy = create(policy, **policy_options)
+    elif policy_options:
+        raise TypeError("policy_options apply to a policy named by a string, not an instance")
+    catalogue = tuple(jobs)
+    if executor is None:
+        executor = SimulatedExecutor(
+            cluster, slot_seconds, truth=truth or TruthConfig(), families=families, seed=seed
+        )
+    engine = Engine(
+        cluster,
+        policy,
+        executor,
+        runtime if runtime is not None else RuntimeEstimator(cluster, families),
+        slot_seconds=slot_seconds,
+        horizon=horizon,
+        seed=seed,
+        catalogue=catalogue,
+        user=user,
+        stall_slots=stall_slots,
+        reject_on_policy_error=reject_on_policy_error,
+        check_types=check_types,
+    )
+    engine.on_allocate = on_allocate
+    engine.submit_all(catalogue)
+    return engine
+
+
 def _simulate(
     workload: Workload,
     config: SimulationConfig,
     progress: Callable[[int], None] | None,
     on_allocate: AllocationHook | None,
 ) -> RunResult:
-    policy = create(config.policy, **_with_oracle(workload, config))
-    if on_allocate is not None:
-        _observe_allocations(policy, on_allocate)
-    runtime = RuntimeEstimator(workload.cluster, workload.runtime)
-    executor = SimulatedExecutor(
+    engine = build_engine(
         workload.cluster,
-        workload.slot_seconds,
-        truth=config.truth,
-        families=workload.runtime,
-        seed=config.seed,
-    )
-    engine = Engine(
-        workload.cluster,
-        policy,
-        executor,
-        runtime,
+        create(config.policy, **_with_oracle(workload, config)),
+        workload.jobs,
         slot_seconds=workload.slot_seconds,
         horizon=workload.horizon_slots,
         seed=config.seed,
-        catalogue=workload.jobs,
+        families=workload.runtime,
+        truth=config.truth,
+        on_allocate=on_allocate,
         stall_slots=config.stall_slots,
     )
-    engine.submit_all(workload.jobs)
     log.info(
         "[simulate] %s on %s: %d jobs, %d servers, horizon %s",
         config.policy,
@@ -149,19 +189,7 @@ def _simulate(
         with batch_gc():
             return engine.run(progress=progress)
     finally:
-        executor.close()
-
-
-def _observe_allocations(policy: Policy, hook: AllocationHook) -> None:
-    """Wrap ``policy.allocate`` (on this instance only) so that ``hook`` sees each result."""
-    inner = policy.allocate
-
-    def allocate(slot: int, view: ClusterView) -> Allocation:
-        allocation = inner(slot, view)
-        hook(policy, view, allocation)
-        return allocation
-
-    policy.allocate = allocate  # type: ignore[method-assign]
+        engine.executor.close()
 
 
 def _with_oracle(workload: Workload, config: SimulationConfig) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView, RunContext
 
-__all__ = ["Engine", "JobRecord", "ModelError", "RunResult"]
+__all__ = ["AllocationHook", "Engine", "JobRecord", "ModelError", "RunResult"]
 
 # Made without the named tuple's Python-level __new__: one per measurement.
 _model_error = partial(tuple.__new__, ModelError)
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 
 UserModel = Callable[[JobSpec, Quote], bool]
+#: Called with (policy, its view, the allocation it returned) once per slot.
+AllocationHook = Callable[[Policy, ClusterView, Allocation], None]
 
 
 def valuation_user(job: JobSpec, quote: Quote) -> bool:
@@ -94,6 +96,9 @@ class Engine:
         self.slot_seconds = float(slot_seconds)
         #: Called with (policy call, seconds) after each call into the policy (metrics).
         self.observe: Callable[[str, float], None] | None = None
+        #: Called with (policy, its view, the allocation it returned) each slot, before
+        #: the allocation is checked: what an experiment replays or reads of a policy.
+        self.on_allocate: AllocationHook | None = None
         self.horizon = horizon
         self.user = user
         self.stall_slots = stall_slots
@@ -283,12 +288,15 @@ class Engine:
         """Run one slot: arrivals, allocation, execution, accounting."""
         t = self.slot
         arrived = self._admit_arrivals(t)
-        allocation = self._call("allocate", self.policy.allocate, t, self.view())
+        view = self.view()
+        allocation = self._call("allocate", self.policy.allocate, t, view)
         if not isinstance(allocation, Allocation):
             raise PolicyError(
                 self.policy.name,
                 f"allocate() returned {type(allocation)!r}, expected an Allocation",
             )
+        if self.on_allocate is not None:
+            self.on_allocate(self.policy, view, allocation)
         self._check_and_account(t, allocation)
         specs: dict[str, JobSpec] = {}
         remaining: dict[str, float] = {}

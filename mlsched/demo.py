@@ -24,7 +24,6 @@ from typing import Any
 
 import yaml
 
-from mlsched.controller.serde import job_status_to_proto
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.controller.status import JobStatus
 from mlsched.net.ports import free_port_range
@@ -232,6 +231,6 @@ def _model_error_trend(ctl: Controller) -> tuple[float, float]:
 
 
 def demo_report(statuses: dict[str, JobStatus]) -> str:
-    from mlsched.controller.cli import job_table
+    from mlsched.controller.tables import job_table
 
-    return job_table([job_status_to_proto(s) for s in statuses.values()])
+    return job_table(list(statuses.values()))

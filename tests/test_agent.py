@@ -30,7 +30,7 @@ from gpu import nvml_skip_reason
 from mlsched.agent import Agent, AgentError, discover, to_register_request
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.agent.discovery import gpu_type_of
-from mlsched.agent.task import task_plan
+from mlsched.agent.serde import task_plan
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import ClientAuth, TokenInterceptor
 from mlsched.net.ports import free_port_range, listen_port

@@ -79,7 +79,8 @@ def test_step_runs_one_slot_at_a_time(tiny_cluster: Cluster) -> None:
     record_of = engine.records.get
     assert engine.slot == 0 and record_of("a") is None  # not arrived before the first step
 
-    report = engine.step()
+    outcome = engine.step()
+    report = outcome.report
     record = engine.records["a"]
     placement = record.last_placement
     assert placement is not None
@@ -88,6 +89,12 @@ def test_step_runs_one_slot_at_a_time(tiny_cluster: Cluster) -> None:
     assert record.state is JobState.RUNNING and record.admitted_slot == record.started_slot == 0
     assert record.progress == pytest.approx(rate)
     assert report.progress["a"].units == pytest.approx(rate)
+    # The step says what it decided: the admission, then the start.
+    assert [(c.job_id, c.old, c.new) for c in outcome.changes] == [
+        ("a", JobState.PENDING, JobState.ADMITTED),
+        ("a", JobState.ADMITTED, JobState.RUNNING),
+    ]
+    assert [c.new for c in outcome.decided] == [JobState.ADMITTED]
 
     slots = 1
     while record.state is not JobState.DONE:

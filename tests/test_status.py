@@ -30,6 +30,8 @@ def test_a_job_status_converts_field_for_field() -> None:
     assert serde.job_status_to_proto(JobStatus("p", "pending")) == jobs_pb2.JobStatus(
         job_id="p", state="pending"
     )
+    # A client renders plain data: the message converts back to the same status.
+    assert serde.job_status_from_proto(msg) == status
 
 
 def test_a_cluster_status_converts_with_its_agents() -> None:
@@ -52,3 +54,31 @@ def test_a_cluster_status_converts_with_its_agents() -> None:
     assert dict(a0.capacity.amounts) == {"gpu": 2.0} and dict(a0.used.amounts) == {"gpu": 1.0}
     assert (a0.gpu_type, a0.last_heartbeat_age_s) == ("V100", 0.5)
     assert (a1.alive, a1.last_heartbeat_age_s, dict(a1.used.amounts)) == (False, 40.0, {})
+    assert serde.cluster_status_from_proto(msg) == status
+
+
+def test_the_status_tables_render_plain_statuses() -> None:
+    """``mlsched status`` renders domain types: a paused job's reason, prices only where a
+    price was put to the user, an agent's capacity and what is in use."""
+    from mlsched.controller.tables import cluster_summary, decision_line, job_table
+
+    job = JobStatus(
+        "j1", "paused", reason="not allocated this slot", progress=25.0, total_work=100.0,
+        placement=(PlacementEntry("a0", 2, 1),), quote_decision="accepted", price=4.2,
+        worker_price=0.35, ps_price=0.21, admitted=True, admitted_slot=3, launch="ps",
+    )  # fmt: skip
+    table = job_table([job, JobStatus("j2", "pending")])
+    lines = table.splitlines()
+    assert lines[2].split()[:3] == ["j1", "ps", "paused"] and "a0:2w1ps" in lines[2]
+    assert "25.0%" in lines[2] and "4.2" in lines[2]
+    assert lines[3].strip() == "not allocated this slot"
+    assert lines[4].split()[:3] == ["j2", "-", "pending"]
+    assert decision_line(job) == (
+        "j1: quoted 4.2 (worker 0.35, PS 0.21 per unit): accepted, admitted in slot 3 (paused)"
+    )
+    summary = cluster_summary(
+        ClusterStatus(
+            7, 30.0, "oasis", (AgentStatus("a0", "h", True, 0.1, 2, {"gpu": 2.0}, {"gpu": 1.0}),)
+        )
+    )
+    assert "policy oasis" in summary and "capacity gpu=2" in summary and "in use gpu=1" in summary

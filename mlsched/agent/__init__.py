@@ -18,8 +18,9 @@ from mlsched.lazy import lazy_exports
 if TYPE_CHECKING:
     from mlsched.agent.daemon import Agent, AgentError
     from mlsched.agent.discovery import NodeInfo, discover
-    from mlsched.agent.serde import to_register_request
-    from mlsched.agent.task import TaskProcess, task_plan
+    from mlsched.agent.orders import TaskOrder
+    from mlsched.agent.serde import task_order, task_plan, to_register_request
+    from mlsched.agent.task import TaskProcess
 
 _MODULE_OF = {
     "Agent": "daemon",
@@ -27,16 +28,20 @@ _MODULE_OF = {
     "NodeInfo": "discovery",
     "discover": "discovery",
     "to_register_request": "serde",
+    "TaskOrder": "orders",
     "TaskProcess": "task",
-    "task_plan": "task",
+    "task_order": "serde",
+    "task_plan": "serde",
 }
 
 __all__ = [
     "Agent",
     "AgentError",
     "NodeInfo",
+    "TaskOrder",
     "TaskProcess",
     "discover",
+    "task_order",
     "task_plan",
     "to_register_request",
 ]

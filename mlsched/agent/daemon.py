@@ -36,13 +36,14 @@ import grpc
 from mlsched.agent import serde
 from mlsched.agent.discovery import NodeInfo, interface_of
 from mlsched.agent.logs import answer
+from mlsched.agent.orders import TaskOrder
 from mlsched.agent.task import EXITED, TaskProcess
 from mlsched.agent.telemetry import NodeTelemetry
 from mlsched.core.errors import MlschedError, shorten
 from mlsched.core.reports import TaskReport
 from mlsched.core.task_logs import LogChunk
 from mlsched.net.auth import ClientAuth, client_channel
-from mlsched.v1 import agent_pb2, agent_pb2_grpc
+from mlsched.v1 import agent_pb2_grpc
 
 __all__ = ["Agent", "AgentError"]
 
@@ -306,7 +307,7 @@ class Agent:
         return None
 
     def _reconcile(self, specs: Any, reported_exited: set[str]) -> None:
-        desired = {spec.task_id: spec for spec in specs[:MAX_TASKS]}
+        desired = {spec.task_id: spec for spec in specs[:MAX_TASKS]}  # protos: ids only
         for task_id in reported_exited - desired.keys():
             self._exited.pop(task_id, None)  # acknowledged
         for task_id, spec in desired.items():
@@ -318,15 +319,15 @@ class Agent:
             elif task_id in self._finished:  # ran before: report it again, never relaunch
                 self._exited[task_id] = self._finished[task_id]
             else:
-                self._launch(spec)
+                self._launch(serde.task_order(spec))
         for task_id, task in self._running.items():
             if task_id not in desired and not task.stopping:
                 self._log(logging.INFO, "task %s is no longer desired: stopping it", task_id)
                 task.stop(self.grace_s)
 
-    def _launch(self, spec: agent_pb2.TaskSpec) -> None:
+    def _launch(self, order: TaskOrder) -> None:
         task = TaskProcess(
-            spec,
+            order,
             workdir=self.workdir,
             real_gpus=self.node.real_gpus,
             warmup=self.warmup,
@@ -336,13 +337,13 @@ class Agent:
         if task.exited:  # an invalid spec: reported, never retried
             self._finish(task)
             return
-        self._running[spec.task_id] = task
+        self._running[order.task_id] = task
         assert task.proc is not None
         self._log(
             logging.INFO,
             "started task %s of job %s (pid %d, log %s)",
-            spec.task_id,
-            spec.job_id,
+            order.task_id,
+            order.job_id,
             task.proc.pid,
             task.log_path,
         )

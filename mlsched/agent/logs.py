@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from mlsched.agent.task import MAX_TASK_ID_LEN
+from mlsched.agent.orders import MAX_TASK_ID_LEN
 from mlsched.core.errors import SpecError, shorten
 from mlsched.core.ids import check_id
 from mlsched.core.task_logs import (

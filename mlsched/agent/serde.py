@@ -1,7 +1,7 @@
 """The agent's one conversion between its plain data and the wire: its registration, the
 reports of its tasks, its machine's telemetry and its answers to log requests go out as
-protos; the tasks the controller wants come in as :class:`TaskPlan`
-(:mod:`mlsched.net.task_wire`, validated there) and log requests as :class:`LogRequest`
+protos; the tasks the controller wants come in as :class:`TaskOrder` (their plans
+validated by :mod:`mlsched.net.task_wire`) and log requests as :class:`LogRequest`
 (checked by ``agent/logs.py``). Nothing else in the agent builds or reads a proto."""
 
 from __future__ import annotations
@@ -10,14 +10,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 
 from mlsched.agent.discovery import NodeInfo
+from mlsched.agent.orders import MAX_TASK_ID_LEN, TaskOrder, local_plan
+from mlsched.core.errors import SpecError
+from mlsched.core.ids import check_id
 from mlsched.core.reports import GpuTelemetry, TaskReport, TaskState, Telemetry
 from mlsched.core.task_logs import MAX_LOG_REQUESTS, LogChunk, LogRequest
+from mlsched.core.tasks import TaskPlan
+from mlsched.net.task_wire import task_from_proto
 from mlsched.v1 import agent_pb2, common_pb2
 
 __all__ = [
     "heartbeat_request",
     "log_requests_from_proto",
     "report_to_proto",
+    "task_order",
+    "task_plan",
     "telemetry_to_proto",
     "to_register_request",
 ]
@@ -133,3 +140,34 @@ def heartbeat_request(
     if telemetry is not None:
         request.telemetry.CopyFrom(telemetry_to_proto(telemetry))
     return request
+
+
+def task_order(spec: agent_pb2.TaskSpec) -> TaskOrder:
+    """The order behind a desired task's spec: its plan, or why the spec does not validate.
+
+    The controller is trusted to send what it validated, but not blindly: the whole
+    configuration is validated again and ids are checked. Nothing a spec holds may take
+    the agent down: whatever goes wrong is this task's failure, with its reason."""
+    plan: TaskPlan | None = None
+    error = ""
+    try:
+        check_id(spec.task_id, "task_id", max_len=MAX_TASK_ID_LEN)
+        plan = task_from_proto(spec)
+    except SpecError as err:
+        error = f"invalid task spec: {err}"
+    except Exception as err:  # a spec no validation anticipated
+        error = f"invalid task spec: {type(err).__name__}: {str(err)[:200]}"
+    return TaskOrder(
+        spec.task_id, spec.job_id, spec.generation, spec.lease_expires_unix, plan, error
+    )
+
+
+def task_plan(
+    spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool, checkpoint_root: str = ""
+) -> TaskPlan:
+    """What ``spec`` asks this agent to run, with this agent's metrics file and device;
+    raises :class:`SpecError` naming a bad field (:func:`task_order` reports it instead)."""
+    check_id(spec.task_id, "task_id", max_len=MAX_TASK_ID_LEN)
+    return local_plan(
+        task_from_proto(spec), metrics=metrics, real_gpus=real_gpus, checkpoint_root=checkpoint_root
+    )

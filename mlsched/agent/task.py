@@ -22,46 +22,21 @@ import re
 import signal
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
 from mlsched.agent.measurement import MetricsTail
+from mlsched.agent.orders import MAX_TASK_ID_LEN, TaskOrder, local_plan
 from mlsched.core.errors import SpecError
-from mlsched.core.ids import check_id, check_under
 from mlsched.core.reports import TaskMeasurement, TaskReport, TaskState
 from mlsched.core.tasks import LaunchKind, TaskPlan
-from mlsched.net.task_wire import task_from_proto
 from mlsched.trainers.launch import is_trainer, node_command
-from mlsched.v1 import agent_pb2
 
-__all__ = ["MAX_TASK_ID_LEN", "TaskProcess", "task_plan"]
-
-#: A task id is ``<job id>.g<generation>.<role><rank>``: a job id plus a short suffix.
-MAX_TASK_ID_LEN = 192
+__all__ = ["MAX_TASK_ID_LEN", "TaskProcess"]
 
 STARTING, RUNNING = TaskState.STARTING, TaskState.RUNNING
 STOPPING, EXITED = TaskState.STOPPING, TaskState.EXITED
-
-
-def task_plan(
-    spec: agent_pb2.TaskSpec, *, metrics: str, real_gpus: bool, checkpoint_root: str = ""
-) -> TaskPlan:
-    """What ``spec`` asks this agent to run, with this agent's metrics file and device;
-    raises :class:`SpecError` naming a bad field.
-
-    The controller is trusted to send what it validated, but not blindly: the whole
-    configuration is validated again, ids are checked, and with a ``checkpoint_root`` the
-    checkpoint directory must resolve under it.
-    """
-    check_id(spec.task_id, "task_id", max_len=MAX_TASK_ID_LEN)
-    plan = task_from_proto(spec)
-    if checkpoint_root:
-        check_under(checkpoint_root, plan.config.checkpoint_dir, field="checkpoint_dir")
-    use_gpu = real_gpus and bool(plan.gpu_indices) and plan.config.device != "cpu"
-    config = replace(plan.config, metrics=metrics, device="cuda" if use_gpu else "cpu")
-    return replace(plan, config=config)
 
 
 def _dir_name(task_id: str) -> str:
@@ -79,11 +54,11 @@ def _last_line(path: Path, limit: int = 4096) -> str:
 
 
 class TaskProcess:
-    """The process behind one :class:`agent_pb2.TaskSpec`; call :meth:`start` once."""
+    """The process behind one :class:`TaskOrder`; call :meth:`start` once."""
 
     def __init__(
         self,
-        spec: agent_pb2.TaskSpec,
+        order: TaskOrder,
         *,
         workdir: str | Path,
         real_gpus: bool = False,
@@ -91,19 +66,19 @@ class TaskProcess:
         checkpoint_root: str = "",
         interface: str | None = None,
     ) -> None:
-        self.spec = spec
-        self.task_id = spec.task_id
-        self.lease_expires_unix = spec.lease_expires_unix
+        self.order = order
+        self.task_id = order.task_id
+        self.lease_expires_unix = order.lease_expires_unix
         self.real_gpus = real_gpus
         self.checkpoint_root = checkpoint_root
         self.interface = interface  # Gloo binds the agent's --host address only
-        self.dir = Path(workdir) / _dir_name(spec.task_id)
+        self.dir = Path(workdir) / _dir_name(order.task_id)
         self.log_path = self.dir / "log.txt"
         self.metrics_path = self.dir / "metrics.jsonl"
         self.tail = MetricsTail(self.metrics_path, warmup=warmup)
         self.proc: subprocess.Popen[bytes] | None = None
         self.plan: TaskPlan | None = None
-        self.stop_step = spec.config.stop_step
+        self.stop_step = order.stop_step
         self.state = STARTING
         self.exit_code = 0
         self.exit_reason = ""
@@ -120,9 +95,11 @@ class TaskProcess:
         Nothing a task spec holds may take the agent down with it: whatever goes wrong here
         is this task's failure, reported with its reason.
         """
+        if self.order.plan is None:
+            return self._fail(self.order.error or "invalid task spec")
         try:
-            plan = self.plan = task_plan(
-                self.spec,
+            plan = self.plan = local_plan(
+                self.order.plan,
                 metrics=str(self.metrics_path),
                 real_gpus=self.real_gpus,
                 checkpoint_root=self.checkpoint_root,
@@ -297,7 +274,7 @@ class TaskProcess:
         cpu, rss = self._usage()
         return TaskReport(
             task_id=self.task_id,
-            job_id=self.spec.job_id,
+            job_id=self.order.job_id,
             state=self.state,
             pid=self.proc.pid if self.proc is not None else 0,
             exit_code=self.exit_code,
@@ -306,5 +283,5 @@ class TaskProcess:
             cpu_percent=cpu,
             rss_bytes=rss,
             log_path=str(self.log_path),
-            generation=self.spec.generation,
+            generation=self.order.generation,
         )

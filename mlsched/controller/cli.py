@@ -26,7 +26,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from mlsched.core.cluster import Topology
     from mlsched.core.device_types import TypeCatalogue
-    from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
+    from mlsched.v1 import jobs_pb2_grpc
 
 __all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
 
@@ -328,6 +328,8 @@ def _wait_decided(
     (The state alone may show a launch before the admission is published.)"""
     import time
 
+    from mlsched.controller.serde import job_status_from_proto
+    from mlsched.controller.tables import decision_line
     from mlsched.v1 import jobs_pb2
 
     deadline = time.monotonic() + args.wait_timeout
@@ -335,7 +337,8 @@ def _wait_decided(
     while waiting:
         left: list[str] = []
         for job_id in waiting:
-            job = stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), timeout=args.timeout).job
+            reply = stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), timeout=args.timeout)
+            job = job_status_from_proto(reply.job)
             if job.admitted or job.state in ("done", "rejected", "failed", "cancelled"):
                 print(decision_line(job), flush=True)
             else:
@@ -353,22 +356,6 @@ def _wait_decided(
     return 0
 
 
-def decision_line(job: jobs_pb2.JobStatus) -> str:
-    """What became of a job at its arrival: the price it was quoted, the user's answer and
-    the admission (``j1: quoted 4.2 (worker 0.35, PS 0.21 per unit): accepted, admitted
-    in slot 3``)."""
-    if job.quote_decision:
-        head = (
-            f"{job.job_id}: quoted {job.price:.4g} (worker {job.worker_price:.4g}, "
-            f"PS {job.ps_price:.4g} per unit): {job.quote_decision}"
-        )
-    else:
-        head = f"{job.job_id}: no price"
-    if job.admitted:
-        return f"{head}, admitted in slot {job.admitted_slot} ({job.state})"
-    return f"{head}, {job.state}" + (f": {job.reason}" if job.reason else "")
-
-
 def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
     from mlsched.v1 import jobs_pb2
 
@@ -380,6 +367,8 @@ def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
 def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
     from google.protobuf import json_format
 
+    from mlsched.controller.serde import cluster_status_from_proto, job_status_from_proto
+    from mlsched.controller.tables import cluster_summary, job_table
     from mlsched.v1 import jobs_pb2
 
     if args.job:
@@ -387,7 +376,7 @@ def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
         if args.json:
             print(json_format.MessageToJson(job))
         else:
-            print(job_table([job]))
+            print(job_table([job_status_from_proto(job)]))
         return 0
     cluster = stub.GetClusterStatus(jobs_pb2.GetClusterStatusRequest(), timeout=args.timeout)
     jobs = stub.ListJobs(jobs_pb2.ListJobsRequest(), timeout=args.timeout).jobs
@@ -404,59 +393,7 @@ def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
             )
         )
         return 0
-    print(cluster_summary(cluster))
+    print(cluster_summary(cluster_status_from_proto(cluster)))
     print()
-    print(job_table(list(jobs)))
+    print(job_table([job_status_from_proto(j) for j in jobs]))
     return 0
-
-
-def cluster_summary(c: jobs_pb2.GetClusterStatusResponse) -> str:
-    lines = [f"slot {c.slot} ({c.slot_seconds:g}s slots), policy {c.policy}"]
-    for a in c.agents:
-        cap = " ".join(f"{k}={v:g}" for k, v in sorted(a.capacity.amounts.items()))
-        used = " ".join(f"{k}={v:g}" for k, v in sorted(a.used.amounts.items()) if v)
-        state = "alive" if a.alive else "LOST"
-        lines.append(
-            f"  agent {a.agent_id:<12} {a.host:<15} {state:<5} tasks {a.tasks:<2} "
-            f"capacity {cap}; in use {used or '-'}"
-        )
-    if c.quotes:
-        lines.append(
-            f"prices: revenue {c.revenue:.4g} (profit: no cost model), {c.quotes_accepted} of "
-            f"{c.quotes} quotes accepted ({100 * c.quotes_accepted / c.quotes:.0f}%)"
-        )
-    if c.model_error_samples:
-        lines.append(
-            f"runtime model: mean |predicted - measured| / measured = "
-            f"{100 * c.model_error_mean_abs:.1f}% over {c.model_error_samples} job-slots"
-        )
-    return "\n".join(lines)
-
-
-def job_table(jobs: list[jobs_pb2.JobStatus]) -> str:
-    head = (
-        f"{'job':<14} {'launch':<8} {'state':<10} {'admitted':<8} {'price':>9} {'paid':>9} "
-        f"{'answer':<8} "
-        f"{'progress':>13} {'slots':>5} "
-        f"{'iters':>6} "
-        f"{'restarts':>8} {'fails':>5} {'lost':>6} {'pred s/it':>9} {'meas s/it':>9}  placement"
-    )
-    rows = [head, "-" * len(head)]
-    for j in jobs:
-        pct = 100.0 * j.progress / j.total_work if j.total_work else 0.0
-        where = " ".join(f"{p.agent_id}:{p.workers}w{p.ps}ps" for p in j.placement) or "-"
-        pred = f"{j.predicted_iteration_s:.3f}" if j.measured_iteration_s else "-"
-        meas = f"{j.measured_iteration_s:.3f}" if j.measured_iteration_s else "-"
-        admitted = f"slot {j.admitted_slot}" if j.admitted else "no"
-        price, paid = (f"{j.price:.4g}", f"{j.price_paid:.4g}") if j.quote_decision else ("-", "-")
-        rows.append(
-            f"{j.job_id:<14} {j.launch or '-':<8} {j.state:<10} {admitted:<8} "
-            f"{price:>9} {paid:>9} {j.quote_decision or '-':<8} "
-            f"{j.progress:>6.0f} {pct:>5.1f}% "
-            f"{j.slots_run:>5} "
-            f"{j.iterations:>6} {j.restarts:>8} {j.failed_generations:>5} {j.lost_steps:>6} "
-            f"{pred:>9} {meas:>9}  {where}"
-        )
-        if j.reason and j.state in ("rejected", "failed", "cancelled", "paused", "re-placing"):
-            rows.append(f"{'':<14} {j.reason}")
-    return "\n".join(rows)

@@ -34,12 +34,12 @@ from mlsched.controller.runs import (
     store_host,
 )
 from mlsched.controller.throughput import NicMeter, comm_gbps
-from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.allocation import Allocation, JobState, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import TaskPlan
-from mlsched.engine.executor import Executor, JobProgress, SlotReport
+from mlsched.engine.executor import Executor, JobFailure, JobProgress, SlotReport
 from mlsched.perfmodel.base import Measurement
 
 __all__ = ["ClusterExecutor"]
@@ -57,7 +57,7 @@ COUNTERS = (
 
 
 class LiveState(NamedTuple):
-    state: str
+    state: JobState  # running, paused or a live state (re-placing, stopping)
     reason: str
     layout: Layout
 
@@ -120,8 +120,11 @@ class ClusterExecutor(Executor):
         self._slot_start = 0.0
         self._deadline = 0.0
         self._next_port: dict[str, int] = {}
-        self.fatal: dict[str, str] = {}  # jobs that failed too often: the controller ends them
-        self._failures: dict[str, str] = {}
+        # Jobs that failed too often or cannot run: reported once, as fatal, in the next slot
+        # report (the engine ends them); kept so that nothing launches them again.
+        self.fatal: dict[str, str] = {}
+        self._fatal_reported: set[str] = set()
+        self._failures: dict[str, JobFailure] = {}
         self._restarts: dict[str, float] = {}
         self._nic = NicMeter()
         self._live = _LiveAgents(agents)
@@ -243,20 +246,20 @@ class ClusterExecutor(Executor):
                 return None
             gen, want = run.gen, self._want.get(job_id)
             if gen is not None and gen.failed:
-                return LiveState("re-placing", gen.failed, gen.layout)
+                return LiveState(JobState.REPLACING, gen.failed, gen.layout)
             if gen is not None and gen.draining:
                 if want:
-                    return LiveState("stopping", "moving to a new layout", gen.layout)
-                return LiveState("paused", "not allocated this slot", ())
+                    return LiveState(JobState.STOPPING, "moving to a new layout", gen.layout)
+                return LiveState(JobState.PAUSED, "not allocated this slot", ())
             if gen is not None:
-                return LiveState("running", "", gen.layout)
+                return LiveState(JobState.RUNNING, "", gen.layout)
             if want is not None:
                 lost = [a for a, _, _ in want if not self._alive(a)]
                 if lost:
                     why = f"agent {', '.join(lost)} lost; re-placed at the next slot boundary"
-                    return LiveState("re-placing", why, ())
+                    return LiveState(JobState.REPLACING, why, ())
                 if run.last_failure:
-                    return LiveState("re-placing", run.last_failure, ())
+                    return LiveState(JobState.REPLACING, run.last_failure, ())
             return None
 
     def failures_of(self, job_id: str) -> RunFacts | None:
@@ -371,7 +374,7 @@ class ClusterExecutor(Executor):
             run.failed_generations += 1
             run.last_failure = end.failed
             if not end.finished:
-                self._failures[job_id] = end.failed
+                self._failures[job_id] = JobFailure(end.failed)
         if end.finished:
             run.finished = True
         run.failures = end.failures
@@ -521,6 +524,12 @@ class ClusterExecutor(Executor):
             )
         report.failures.update(self._failures)
         self._failures.clear()
+        for job_id, reason in self.fatal.items():
+            if job_id not in self._fatal_reported:
+                self._fatal_reported.add(job_id)
+                known = self.runs.get(job_id)
+                kept = float(known.cursor) if known is not None else None
+                report.failures[job_id] = JobFailure(reason, fatal=True, checkpoint_units=kept)
         for job_id in self._want:
             self._persist(job_id)
         return report

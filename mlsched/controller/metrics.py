@@ -18,23 +18,15 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from mlsched.core.allocation import JobState
+
 if TYPE_CHECKING:
     from mlsched.controller.facade import ControllerFacade
 
 __all__ = ["JOB_STATES", "ControllerMetrics"]
 
 #: Every state a job can be in, so each series exists (at 0) from the first scrape.
-JOB_STATES = (
-    "pending",
-    "admitted",
-    "running",
-    "paused",
-    "checkpointing",
-    "done",
-    "rejected",
-    "failed",
-    "cancelled",
-)
+JOB_STATES = tuple(s.value for s in JobState if not s.is_live)
 
 # Slots are seconds to hours; decisions and heartbeats milliseconds to seconds.
 _SLOT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, float("inf"))

@@ -14,7 +14,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
-from mlsched.controller.status import ClusterStatus, JobStatus
+from mlsched.controller.status import AgentStatus, ClusterStatus, JobStatus, PlacementEntry
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_number
 from mlsched.core.ids import check_id, check_text
@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "agent_info_from_proto",
+    "cluster_status_from_proto",
     "cluster_status_to_proto",
     "heartbeat_from_proto",
+    "job_status_from_proto",
     "job_status_to_proto",
     "log_chunks_from_proto",
     "log_request_to_proto",
@@ -251,3 +253,38 @@ def cluster_status_to_proto(s: ClusterStatus) -> jobs_pb2.GetClusterStatusRespon
         entry.capacity.amounts.update(a.capacity)
         entry.used.amounts.update(a.used)
     return out
+
+
+def job_status_from_proto(msg: jobs_pb2.JobStatus) -> JobStatus:
+    """The inverse of :func:`job_status_to_proto` (a client renders plain data)."""
+    values = {f.name: getattr(msg, f.name) for f in fields(JobStatus) if f.name != "placement"}
+    placement = tuple(PlacementEntry(p.agent_id, p.workers, p.ps) for p in msg.placement)
+    return JobStatus(**values, placement=placement)
+
+
+def cluster_status_from_proto(msg: jobs_pb2.GetClusterStatusResponse) -> ClusterStatus:
+    """The inverse of :func:`cluster_status_to_proto`."""
+    agents = tuple(
+        AgentStatus(
+            agent_id=a.agent_id,
+            host=a.host,
+            alive=a.alive,
+            last_heartbeat_age_s=a.last_heartbeat_age_s,
+            tasks=a.tasks,
+            capacity=dict(a.capacity.amounts),
+            used=dict(a.used.amounts),
+            gpu_type=a.gpu_type,
+        )
+        for a in msg.agents
+    )
+    return ClusterStatus(
+        slot=msg.slot,
+        slot_seconds=msg.slot_seconds,
+        policy=msg.policy,
+        agents=agents,
+        model_error_mean_abs=msg.model_error_mean_abs,
+        model_error_samples=msg.model_error_samples,
+        revenue=msg.revenue,
+        quotes=msg.quotes,
+        quotes_accepted=msg.quotes_accepted,
+    )

@@ -43,7 +43,7 @@ from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.core.reports import Heartbeat
 from mlsched.core.type_hosts import type_problems
 from mlsched.engine.builder import build_engine
-from mlsched.engine.engine import Engine, JobRecord
+from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
@@ -203,12 +203,11 @@ class Controller:
                     self._stop.wait(0.2)
                     continue
                 self._take_requests(self.engine)
-                before = {j: r.state for j, r in self.engine.records.items()}
                 started = time.perf_counter()
-                report = self.engine.step()
+                outcome = self.engine.step()
                 if self.metrics is not None:
                     self.metrics.slot_seconds.observe(time.perf_counter() - started)
-                self._after_slot(self.engine, report, before)
+                self._after_slot(self.engine, outcome)
                 failures = 0
             except Exception:
                 # The service stays up (status, cancel, agents' leases) whatever one slot
@@ -340,37 +339,29 @@ class Controller:
                 continue
             self.executor.forget(job_id)
             self.store.update_job(job_id, record_state(record, self._extra(job_id)))
-        for job_id, reason in list(self.executor.fatal.items()):
-            failing = engine.records.get(job_id)
-            if failing is not None and not failing.state.is_final:
-                facts = self.executor.failures_of(job_id)
-                if facts is not None:  # only the checkpointed work survives a failed job
-                    failing.progress = min(failing.progress, facts.checkpoint_units)
-                engine.fail(job_id, reason)
-                self.executor.forget(job_id)
-                self.store.update_job(job_id, record_state(failing, self._extra(job_id)))
         self._publish(engine)
 
-    def _after_slot(self, engine: Engine, report: Any, before: dict[str, JobState]) -> None:
-        t = report.slot
-        errors = {
-            (e.job_id, e.slot): e for e in engine.model_errors[-len(report.measurements) or 0 :]
-        }
+    def _after_slot(self, engine: Engine, outcome: SlotOutcome) -> None:
+        report, t = outcome.report, outcome.slot
+        errors = {(e.job_id, e.slot): e for e in outcome.model_errors}
+        changed = {c.job_id for c in outcome.changes}
+        for c in outcome.changes:
+            if c.new is JobState.FAILED:  # ended by the engine (a fatal failure): stop it
+                self.executor.forget(c.job_id)
         # The executor's view is read before the store's lock is taken: the executor writes
         # runs to the store under its own lock, so the two are never taken in the other order.
         live = {job_id: self.executor.live(job_id) for job_id in report.progress}
         with self.store.transaction():
             self.store.set_meta("slot", engine.slot)
-            for job_id, record in engine.records.items():
-                decided = before.get(job_id) in (None, JobState.PENDING)
-                if decided and record.state is not JobState.PENDING:
-                    self.store.add_decision(
-                        t,
-                        job_id,
-                        record.state is not JobState.REJECTED,
-                        record.reason,
-                        {"total": record.quote.total} if record.quote else None,
-                    )
+            for c in outcome.decided:
+                record = engine.records[c.job_id]
+                self.store.add_decision(
+                    t,
+                    c.job_id,
+                    c.new is not JobState.REJECTED,
+                    record.reason,
+                    {"total": record.quote.total} if record.quote else None,
+                )
             for m in report.measurements:
                 err = errors.get((m.job_id, t))
                 predicted = err.predicted_s if err else None
@@ -406,7 +397,7 @@ class Controller:
                 ],
             )
             for job_id, record in engine.records.items():
-                if record.state is not before.get(job_id) or job_id in report.progress:
+                if job_id in changed or job_id in report.progress:
                     self.store.update_job(job_id, record_state(record, self._extra(job_id)))
         self._publish(engine)
 
@@ -456,7 +447,7 @@ class Controller:
         for job_id, record in engine.records.items():
             snap[job_id] = self._status(engine, record)
         with self._lock:
-            pending = {j: s for j, s in self._snapshot.items() if s.state == "pending"}
+            pending = {j: s for j, s in self._snapshot.items() if s.state == JobState.PENDING.value}
             pending = {j: s for j, s in pending.items() if j not in snap}
             self._snapshot = {**pending, **snap}
 
@@ -503,7 +494,7 @@ class Controller:
                 self._ids.add(job.job_id)
                 self._snapshot[job.job_id] = JobStatus(
                     job_id=job.job_id,
-                    state="pending",
+                    state=JobState.PENDING.value,
                     total_work=job.total_work,
                     completion_slot=-1,
                     launch=launch_name(job),
@@ -518,7 +509,7 @@ class Controller:
             raise SpecError("job_id", job_id, f"a job that is not final (it is {status.state})")
         self.executor.forget(job_id)  # stop its processes now; the engine hears at the boundary
         self._cancels.put(job_id)
-        return replace(status, state="cancelling", reason="cancel requested")
+        return replace(status, state=JobState.CANCELLING.value, reason="cancel requested")
 
     def job(self, job_id: str) -> JobStatus:
         with self._lock:
@@ -529,7 +520,7 @@ class Controller:
         if live is not None:
             units, steps = live
             out = replace(out, iterations=max(out.iterations, steps))
-            if out.state in _LIVE_STATES:
+            if out.state in _REFINED:
                 out = replace(out, progress=max(out.progress, min(out.total_work, units)))
         facts = self.executor.failures_of(job_id)
         if facts is not None:
@@ -540,13 +531,13 @@ class Controller:
                 checkpoint_step=facts.checkpoint_step,
             )
         doing = self.executor.live_state(job_id)
-        if doing is not None and out.state in _LIVE_STATES:
+        if doing is not None and out.state in _REFINED:
             # The engine's snapshot is taken at slot boundaries; the executor knows what
             # the processes do now (a job launched this slot runs, where it was launched;
             # a lost agent's job waits to be re-placed).
             out = replace(
                 out,
-                state=doing.state,
+                state=doing.state.value,
                 reason=doing.reason or out.reason,
                 placement=_placement(doing.layout),
             )
@@ -562,7 +553,10 @@ class Controller:
 
 
 # Engine states the executor's live view may refine (final states are the engine's alone).
-_LIVE_STATES = ("pending", "admitted", "running", "paused")
+# The engine's states the executor's live view may refine (with a live state, or running).
+_REFINED = tuple(
+    s.value for s in (JobState.PENDING, JobState.ADMITTED, JobState.RUNNING, JobState.PAUSED)
+)
 
 
 def _placement(layout: tuple[tuple[str, int, int], ...]) -> tuple[PlacementEntry, ...]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FINAL_STATES", "AgentStatus", "ClusterStatus", "JobStatus", "PlacementEntry"]
+from mlsched.core.allocation import FINAL_STATES
 
-#: States a job never leaves.
-FINAL_STATES = ("done", "rejected", "failed", "cancelled")
+__all__ = ["FINAL_STATES", "AgentStatus", "ClusterStatus", "JobStatus", "PlacementEntry"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class PlacementEntry:
 @dataclass(frozen=True)
 class JobStatus:
     job_id: str
-    state: str  # pending, admitted, running, paused, done, rejected, ...
+    state: str  # a JobState's value (core/allocation.py), live states included
     reason: str = ""
     arrival_slot: int = 0
     progress: float = 0.0  # work units done

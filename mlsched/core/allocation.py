@@ -18,6 +18,8 @@ from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 
 __all__ = [
+    "FINAL_STATES",
+    "TRANSITIONS",
     "Admission",
     "Allocation",
     "Decision",
@@ -255,18 +257,30 @@ class Admission:
 
 
 class JobState(str, Enum):
-    """Lifecycle of a job in the engine.
+    """A job's lifecycle: one state machine for the engine, the controller, its store and
+    the status it reports (:data:`TRANSITIONS` lists every allowed move)::
 
-    pending -> admitted | rejected; admitted -> running; running <-> paused (no allocation
-    this slot) and running <-> checkpointing (re-layout on the testbed); running -> done |
-    failed. done, rejected and failed are final.
+        pending --> admitted --> running <--> paused
+           |           |           |
+           v           |           +--> done
+        rejected       +-----------+--> failed | cancelled   (from any active state)
+
+    The engine moves a job at slot boundaries. Between boundaries the controller's status
+    refines an active job with what its processes are doing; these *live* states are
+    reported, never stored, and the next boundary replaces them: ``re-placing`` (a launch
+    failed or an agent was lost; placed again at the next boundary), ``stopping`` (moving
+    to a new layout: its processes checkpoint and stop) and ``cancelling`` (a cancel was
+    asked for; the job ends at the next boundary). done, rejected, failed and cancelled
+    are final.
     """
 
     PENDING = "pending"
     ADMITTED = "admitted"
     RUNNING = "running"
     PAUSED = "paused"
-    CHECKPOINTING = "checkpointing"
+    REPLACING = "re-placing"
+    STOPPING = "stopping"
+    CANCELLING = "cancelling"
     DONE = "done"
     REJECTED = "rejected"
     FAILED = "failed"
@@ -274,14 +288,41 @@ class JobState(str, Enum):
 
     @property
     def is_final(self) -> bool:
-        return self in (JobState.DONE, JobState.REJECTED, JobState.FAILED, JobState.CANCELLED)
+        return not TRANSITIONS[self]
 
     @property
     def is_active(self) -> bool:
         """Admitted and not finished: the policy may allocate to it."""
-        return self in (
-            JobState.ADMITTED,
-            JobState.RUNNING,
-            JobState.PAUSED,
-            JobState.CHECKPOINTING,
-        )
+        return self is not JobState.PENDING and not self.is_final
+
+    @property
+    def is_live(self) -> bool:
+        """A state only the controller's status reports, between slot boundaries."""
+        return self in _LIVE
+
+    def can_become(self, other: JobState) -> bool:
+        """Whether a job in this state may move to ``other`` (staying is always allowed)."""
+        return other is self or other in TRANSITIONS[self]
+
+
+_ENDS = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
+_LIVE = frozenset({JobState.REPLACING, JobState.STOPPING, JobState.CANCELLING})
+_RUNS = frozenset({JobState.RUNNING, JobState.PAUSED}) | _ENDS | _LIVE
+
+#: Every allowed move of a job's state; a final state has none.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.REJECTED, JobState.CANCELLED}),
+    JobState.ADMITTED: _RUNS,
+    JobState.RUNNING: _RUNS,
+    JobState.PAUSED: _RUNS,
+    JobState.REPLACING: _RUNS,
+    JobState.STOPPING: _RUNS,
+    JobState.CANCELLING: _ENDS,
+    JobState.DONE: frozenset(),
+    JobState.REJECTED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+#: The values of the final states (what a client reading status strings compares with).
+FINAL_STATES: tuple[str, ...] = tuple(s.value for s in JobState if s.is_final)

@@ -39,12 +39,20 @@ from mlsched.core.job import JobSpec
 from mlsched.core.type_hosts import type_problems
 from mlsched.engine.executor import Executor, SlotReport
 from mlsched.engine.link_ledger import LinkLedger, ring_problem
-from mlsched.engine.results import JobRecord, ModelError, RunResult
+from mlsched.engine.results import JobRecord, ModelError, RunResult, SlotOutcome, StateChange
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView, RunContext
 
-__all__ = ["AllocationHook", "Engine", "JobRecord", "ModelError", "RunResult"]
+__all__ = [
+    "AllocationHook",
+    "Engine",
+    "JobRecord",
+    "ModelError",
+    "RunResult",
+    "SlotOutcome",
+    "StateChange",
+]
 
 # Made without the named tuple's Python-level __new__: one per measurement.
 _model_error = partial(tuple.__new__, ModelError)
@@ -107,6 +115,7 @@ class Engine:
         self.reject_on_policy_error = reject_on_policy_error
         self.slot = 0
         self.records: dict[str, JobRecord] = {}
+        self._changes: list[StateChange] = []  # this step's, returned by step()
         self._active: dict[str, JobRecord] = {}
         self._arrivals: deque[JobSpec] = deque()
         self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
@@ -178,7 +187,8 @@ class Engine:
             raise SpecError(
                 "job_id", job_id, f"a job that is not final (it is {record.state.value})"
             )
-        record.state, record.reason = state, reason
+        self._move(record, state)
+        record.reason = reason
         self._parked.pop(job_id, None)
         if self._active.pop(job_id, None) is not None:
             prev = self._prev.pop(job_id, None)
@@ -245,7 +255,7 @@ class Engine:
                 self._active[record.job_id] = record
             else:
                 why = adm.reason if isinstance(adm, Admission) else "no admission"
-                record.state = JobState.PAUSED
+                self._move(record, JobState.PAUSED)
                 record.reason = f"waiting for capacity: {why}"
                 self._parked[record.job_id] = record
                 log.warning("[engine] job %s waits for capacity: %s", record.job_id, why)
@@ -284,9 +294,12 @@ class Engine:
             done=done,
         )
 
-    def step(self) -> SlotReport:
-        """Run one slot: arrivals, allocation, execution, accounting."""
+    def step(self) -> SlotOutcome:
+        """Run one slot: arrivals, allocation, execution, accounting. Returns the slot's
+        report with every state change and model error it brought."""
         t = self.slot
+        self._changes = []
+        errors_before = len(self.model_errors)
         arrived = self._admit_arrivals(t)
         view = self.view()
         allocation = self._call("allocate", self.policy.allocate, t, view)
@@ -310,7 +323,18 @@ class Engine:
         self._account(t, allocation, report)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
         self.slot += 1
-        return report
+        return SlotOutcome(report, tuple(self._changes), tuple(self.model_errors[errors_before:]))
+
+    def _move(self, record: JobRecord, state: JobState) -> None:
+        """Move a job along the state machine (:data:`TRANSITIONS`); a move it does not
+        allow is an engine bug."""
+        old = record.state
+        if old is state:
+            return
+        if not old.can_become(state):
+            raise RuntimeError(f"job {record.job_id}: {old.value} -> {state.value} is not a move")
+        record.state = state
+        self._changes.append(StateChange(record.job_id, old, state))
 
     def done(self) -> bool:
         if self.horizon is not None and self.slot >= self.horizon:
@@ -387,7 +411,8 @@ class Engine:
             self.records[job.job_id] = record
             problem = self.cluster.types.job_problem(job)
             if problem is not None:  # a type the cluster's catalogue does not have
-                record.state, record.reject_kind = JobState.REJECTED, RejectKind.INFEASIBLE
+                self._move(record, JobState.REJECTED)
+                record.reject_kind = RejectKind.INFEASIBLE
                 record.reason = shorten(f"not a type of this cluster: {problem}", 300)
                 continue
             public = job.public()
@@ -402,7 +427,8 @@ class Engine:
                 if not self.reject_on_policy_error:
                     raise
                 log.error("[engine] job %s rejected: %s", job.job_id, err)
-                record.state, record.reason = JobState.REJECTED, shorten(str(err), 300)
+                self._move(record, JobState.REJECTED)
+                record.reason = shorten(str(err), 300)
                 self.policy.release(job.job_id)
                 continue
             record.quote = adm.quote
@@ -421,13 +447,13 @@ class Engine:
                         RejectKind.DECLINED, "user declined the price", quote=adm.quote
                     )
             if adm.is_admitted():
-                record.state = JobState.ADMITTED
+                self._move(record, JobState.ADMITTED)
                 record.admitted_slot = t
                 record.plan = adm.plan
                 record.reason = adm.reason
                 self._active[job.job_id] = record
             else:
-                record.state = JobState.REJECTED
+                self._move(record, JobState.REJECTED)
                 record.reject_kind = adm.reject_kind
                 record.reason = adm.reason
         return n
@@ -542,7 +568,8 @@ class Engine:
                     record.started_slot = t
             record.slots_run += 1
             record.worker_slots += p.n_workers
-            record.state = running
+            if record.state is not running:
+                self._move(record, running)
             if prog is None:
                 continue
             units = record.progress + prog.units
@@ -552,23 +579,28 @@ class Engine:
                 record.restart_s += prog.restart_s
             if prog.finished:
                 record.progress = record.spec.total_work
-                record.state = JobState.DONE
+                self._move(record, JobState.DONE)
                 record.completion_slot = t
                 offset = (
                     prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
                 )
                 record.completion_time_s = t * self.slot_seconds + offset
-        for job_id, reason in report.failures.items():
+        fatal: list[tuple[str, str]] = []
+        for job_id, failure in report.failures.items():
             failed = self.records.get(job_id)
             if failed is not None and failed.state.is_active:
-                log.warning("[engine] job %s failed in slot %d: %s", job_id, t, reason)
-                failed.reason = reason
+                log.warning("[engine] job %s failed in slot %d: %s", job_id, t, failure.reason)
+                failed.reason = failure.reason
+                if failure.fatal:
+                    if failure.checkpoint_units is not None:  # only checkpointed work survives
+                        failed.progress = min(failed.progress, failure.checkpoint_units)
+                    fatal.append((job_id, failure.reason))
         # Only jobs of the previous slot's allocation can be running (not the whole queue);
         # after a start or a reconfiguration, any active job may be.
         for job_id in self._active if self._was_running is None else self._was_running:
             active = self._active.get(job_id)
             if active is not None and job_id not in allocation and active.state is JobState.RUNNING:
-                active.state = JobState.PAUSED
+                self._move(active, JobState.PAUSED)
         self._was_running = list(allocation.keys())
         records, runtime, errors = self.records, self.runtime, self.model_errors
         for m in report.measurements:
@@ -583,6 +615,9 @@ class Engine:
             if m.iterations > 0:
                 errors.append(_model_error((m.job_id, t, predicted, m.iteration_time_s)))
         self.runtime.refit()
+        for job_id, reason in fatal:  # the one road a failure ends a job by
+            if not self.records[job_id].state.is_final:
+                self._end(job_id, JobState.FAILED, reason)
         finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
         for job_id in finished:
             del self._active[job_id]

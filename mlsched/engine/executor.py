@@ -15,7 +15,7 @@ from mlsched.core.allocation import Allocation
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import Measurement
 
-__all__ = ["Executor", "JobProgress", "SlotReport"]
+__all__ = ["Executor", "JobFailure", "JobProgress", "SlotReport"]
 
 
 class JobProgress(NamedTuple):
@@ -32,12 +32,22 @@ class JobProgress(NamedTuple):
     restart_s: float = 0.0
 
 
+class JobFailure(NamedTuple):
+    """A job's processes failed in the slot. Not ``fatal``: the job is placed again (the
+    reason is shown meanwhile). ``fatal``: it failed too often or cannot run at all; the
+    engine ends it, keeping only the work up to ``checkpoint_units`` (None: all of it)."""
+
+    reason: str
+    fatal: bool = False
+    checkpoint_units: float | None = None
+
+
 @dataclass
 class SlotReport:
     slot: int
     progress: dict[str, JobProgress] = field(default_factory=dict)
     measurements: list[Measurement] = field(default_factory=list)
-    failures: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, JobFailure] = field(default_factory=dict)
 
 
 class Executor(ABC):

@@ -13,8 +13,9 @@ import numpy as np
 
 from mlsched.core.allocation import JobState, Placement, Plan, Quote, RejectKind
 from mlsched.core.job import JobSpec
+from mlsched.engine.executor import SlotReport
 
-__all__ = ["JobRecord", "ModelError", "RunResult"]
+__all__ = ["JobRecord", "ModelError", "RunResult", "SlotOutcome", "StateChange"]
 
 
 @dataclass(slots=True)  # slots: the engine updates every running job's record each slot
@@ -95,3 +96,30 @@ class RunResult:
     wall_seconds: float = 0.0
     stalled: bool = False
     horizon: int | None = None  # the run's horizon in slots (None: open-ended)
+
+
+class StateChange(NamedTuple):
+    """A job moved from ``old`` to ``new`` (``old`` is pending for a decision at arrival)."""
+
+    job_id: str
+    old: JobState
+    new: JobState
+
+
+@dataclass(frozen=True)
+class SlotOutcome:
+    """What one :meth:`Engine.step` did: the executor's report of the slot, every state
+    change it decided (in order), and the runtime model's errors measured in the slot."""
+
+    report: SlotReport
+    changes: tuple[StateChange, ...] = ()
+    model_errors: tuple[ModelError, ...] = ()
+
+    @property
+    def slot(self) -> int:
+        return self.report.slot
+
+    @property
+    def decided(self) -> tuple[StateChange, ...]:
+        """The admission decisions (admitted or rejected at arrival)."""
+        return tuple(c for c in self.changes if c.old is JobState.PENDING)

@@ -48,7 +48,7 @@ def test_a_fatal_failure_in_the_slot_report_ends_the_job_at_its_checkpoint(
     executor = Failing(tiny_cluster, SLOT_S)
     executor.fail = {}
     engine = build_engine(tiny_cluster, create("fifo"), slot_seconds=SLOT_S, executor=executor)
-    engine.submit(gpu_job("a", total_work=10_000.0))
+    engine.submit(gpu_job("a", chunks=100))  # far more work than three slots do
     engine.step()
     executor.fail = {"a": JobFailure("one rank crashed")}
     outcome = engine.step()

@@ -23,7 +23,7 @@ from cluster_helpers import controller, mlp_job, stub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlsched.agent.task import task_plan
+from mlsched.agent.serde import task_plan
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.runs import TaskSettings, render_tasks
 from mlsched.controller.server import Controller

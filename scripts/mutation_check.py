@@ -113,7 +113,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "mlsched/perfmodel/estimator.py",
         "> 1e-12 * max(1.0, abs(measured))",
         "> 1e-1 * max(1.0, abs(measured))",
-        ("tests/test_estimator.py",),
+        ("tests/test_estimator.py", "tests/test_estimator_versions.py"),
         "new samples within 10 % of the fit are taken as explained: the model stops following",
     ),
     Mutant(
@@ -121,7 +121,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "mlsched/perfmodel/estimator.py",
         "return abs(pc - compute) <= 1e-12 * max(1.0, compute)",
         "return abs(pc - compute) <= 1e-1 * max(1.0, compute)",
-        ("tests/test_estimator.py",),
+        ("tests/test_estimator.py", "tests/test_estimator_versions.py"),
         "a measurement within 10 % of an exact fit marks nothing for refit: drift is missed",
     ),
     # Checkpoint and resume --------------------------------------------------------------
@@ -304,7 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "mlsched/scheduler/pdors/policy.py",
         "        return Admission.admit(plan=plan, reason=reason), (",
         "        return Admission.reject(RejectKind.CAPACITY, reason), (",
-        ("tests/test_pdors.py", "-k", "finish_what_they_admit"),
+        ("tests/test_pdors_policy.py", "-k", "finish_what_they_admit"),
         "PD-ORS admits nothing: 'every admitted job finishes' holds of no job",
     ),
     Mutant(

@@ -80,8 +80,8 @@ def _h5(
 
 
 def _check_h5(h5: dict[str, Any], sim_sweep: dict[str, Any]) -> Check:
-    """OASiS leads on the simulated testbed as in the simulation's last (scarcest) point,
-    and by a smaller relative margin over the best baseline."""
+    """OASiS leads in the paper's testbed setting (simulated) as in the simulation's last
+    (scarcest) point, and by a smaller relative margin over the best baseline."""
     stats = h5["schemes"]
     oasis = [n for n in stats if n in OASIS_VARIANTS]
     base = [n for n in stats if n not in OASIS_VARIANTS]

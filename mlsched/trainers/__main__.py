@@ -10,7 +10,9 @@ Exit status: 0 after a clean stop and checkpoint, 1 on a training or communicati
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
@@ -20,7 +22,7 @@ from typing import Any
 from mlsched.core.errors import SpecError
 from mlsched.core.train_config import TrainConfig
 
-__all__ = ["build_parser", "config_from_args", "main"]
+__all__ = ["build_parser", "config_from_args", "exit_now", "main"]
 
 log = logging.getLogger("mlsched.trainers")
 
@@ -79,5 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(cfg)
 
 
+def exit_now(code: int) -> None:
+    """Flush and leave without interpreter finalization: torch's communication threads
+    (gloo's above all) can abort the process while C++ and Python objects are torn down
+    after a run that had already ended cleanly, turning exit 0 into SIGABRT."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

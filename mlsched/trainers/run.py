@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -77,6 +78,7 @@ def run(cfg: TrainConfig) -> int:
     stop = StopFlag().install().watch_parent()
     stats = IterationStats(batch_size=cfg.batch_size)
     sampler: TelemetrySampler | None = None
+    shutdown: Callable[[], None] | None = None
     t_start = time.time()
     try:
         trainee = build_trainee(cfg)
@@ -91,6 +93,7 @@ def run(cfg: TrainConfig) -> int:
             import horovod.torch as hvd
 
             hvd.init()
+            shutdown = hvd.shutdown  # explicit: the trainer leaves without atexit handlers
             step = run_horovod(cfg, trainee, stop, sink, stats)
         else:
             _init_process_group(cfg)
@@ -127,3 +130,6 @@ def run(cfg: TrainConfig) -> int:
         if dist.is_initialized():
             with contextlib.suppress(Exception):  # a broken group after a lost peer
                 dist.destroy_process_group()
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()

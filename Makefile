@@ -52,7 +52,7 @@ reproduce: install
 lint: install
 	$(BIN)/ruff check mlsched tests benchmarks scripts
 	$(BIN)/ruff format --check mlsched tests benchmarks scripts
-	$(BIN)/mypy mlsched
+	$(BIN)/mypy mlsched benchmarks scripts
 
 # Plants each bug listed in scripts/mutation_check.py in a copy of the tree; the fast tests
 # named beside it must fail (docs/testing.md).

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from benchmarks.__main__ import machine
 from mlsched.controller.server import Controller, ControllerConfig
-from mlsched.core.train_config import TrainConfig
+from mlsched.core.train_config import Backend, TrainConfig
 from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
 from mlsched.trainers.allreduce.horovod import horovod_available
@@ -57,7 +57,7 @@ def _rate(metrics: Path, warmup: int) -> float:
 def _config(a: argparse.Namespace, work: Path, launch: str) -> TrainConfig:
     return TrainConfig(
         model=a.model, arch="allreduce", num_workers=2, num_ps=0,
-        backend="horovod" if launch == "horovod" else "ddp",
+        backend=Backend.HOROVOD if launch == "horovod" else Backend.DDP,
         rendezvous=f"127.0.0.1:{free_port()}", stop_step=a.steps,
         checkpoint_dir=str(work / "ckpt"), metrics=str(work / "metrics.jsonl"),
         batch_size=a.batch_size, num_samples=1024, image_size=a.image_size, threads=1,
@@ -109,8 +109,8 @@ def _by_agent(a: argparse.Namespace, work: Path, launch: str) -> float:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             # The engine hears of completion at the slot's end; the executor knows at once.
-            run = ctl.executor.runs.get("bench")
-            if run is not None and run.finished:
+            entry = ctl.executor.jobs.get("bench")
+            if entry is not None and entry.run.finished:
                 break
             time.sleep(0.5)
         else:

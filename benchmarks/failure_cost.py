@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, rng in ports.items():
             start_agent(name, rng)
         ctl.submit(yaml.safe_dump([_job("ring", "allreduce"), _job("ps", "ps", sync="sync")]))
-        interval = ctl.executor.defaults.checkpoint_every_s
+        every = ctl.executor.settings.checkpoint_every_s
+        assert every is not None  # the controller sets it from its slot length
+        interval = every
         print(f"[failure] controller {ctl.address}, checkpoints every {interval:g} s", flush=True)
 
         def running(job_id: str) -> bool:

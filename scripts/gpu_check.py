@@ -86,7 +86,7 @@ def trainers_part(work: Path, steps: int, device: str) -> list[dict[str, Any]]:
     from mlsched.trainers.allreduce.horovod import horovod_available
     from mlsched.trainers.launch import launch
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, kw in TRAINER_RUNS:
         if device == "cpu" and kw["model"] == "vgg11":  # the check mode: CPU-sized
             name, kw = name.replace("vgg11", "vgg11-narrow"), {**kw, "model": "vgg11-narrow"}
@@ -155,7 +155,6 @@ def _gpu_job(job_id: str, model: str, arch: str, batches: int, **kw: Any) -> dic
 def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> dict[str, Any]:
     import yaml
 
-    from mlsched.controller.serde import job_status_to_proto
     from mlsched.controller.server import Controller, ControllerConfig
     from mlsched.demo import agent_command
     from mlsched.net.ports import free_port_range
@@ -219,9 +218,9 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
                 break
             time.sleep(1.0)
         statuses = ctl.jobs()
-        from mlsched.controller.cli import job_table
+        from mlsched.controller.tables import job_table
 
-        table = job_table([job_status_to_proto(s) for s in statuses])
+        table = job_table(statuses)
         agents = [
             {
                 "agent_id": a.agent_id,
@@ -295,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = min(args.steps, 10) if args.cpu_check else args.steps
     if not args.cpu_check:
         sys.path.insert(0, str(ROOT / "tests"))
-        from gpu import cuda_skip_reason  # type: ignore[import-not-found]
+        from gpu import cuda_skip_reason
 
         reason = cuda_skip_reason()
         if reason is not None:

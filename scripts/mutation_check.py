@@ -52,7 +52,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # Engine accounting ------------------------------------------------------------------
     Mutant(
         "engine-moved-servers-not-rechecked",
-        "mlsched/engine/engine.py",
+        "mlsched/engine/charges.py",
         "if prev is p or prev == p:",
         "if prev is p or (prev is not None and prev.n_workers == p.n_workers"
         " and prev.n_ps == p.n_ps):",
@@ -61,9 +61,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-departed-usage-kept",
-        "mlsched/engine/engine.py",
-        "self._rows(record.spec, prev):\n                self._used[s] -= u\n",
-        "self._rows(record.spec, prev):\n                self._used[s] -= 0 * u\n",
+        "mlsched/engine/charges.py",
+        "self._rows(job, prev):\n                self.used[s] -= u\n                touched",
+        "self._rows(job, prev):\n                self.used[s] -= 0 * u\n                touched",
         ("tests/test_engine.py",),
         "a job that leaves the allocation keeps its resources booked",
     ),
@@ -77,8 +77,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "link-finished-job-kept",
-        "mlsched/engine/engine.py",
-        "self._links.change(record.spec, prev, None)  # its ring hops are free again",
+        "mlsched/engine/charges.py",
+        "self.links.change(job, prev, None)  # its ring hops are free again",
         "pass",
         ("tests/test_links.py",),
         "a finished job's ring holds its links for the rest of the run",
@@ -93,7 +93,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-worker-cap-off-by-one",
-        "mlsched/engine/engine.py",
+        "mlsched/engine/charges.py",
         "if n_w > job.worker_cap or n_w < job.min_workers:",
         "if n_w > job.worker_cap + 1 or n_w < job.min_workers:",
         ("tests/test_engine.py",),
@@ -101,7 +101,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "engine-capacity-slack",
-        "mlsched/engine/engine.py",
+        "mlsched/engine/charges.py",
         "if np.any(over > 1e-6):",
         "if np.any(over > 1.0):",
         ("tests/test_engine.py",),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engine_helpers import make_engine
 from hypothesis import strategies as st
 
 from mlsched.core import (
@@ -29,7 +30,6 @@ from mlsched.core import (
     Topology,
     Utility,
 )
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import RunResult
 from mlsched.engine.executor import Executor, SlotReport
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
@@ -242,7 +242,7 @@ def run_recorded(
     executor = RecordingExecutor(
         SimulatedExecutor(cluster, scenario.slot_seconds, truth=scenario.truth, seed=scenario.seed)
     )
-    engine = build_engine(
+    engine = make_engine(
         cluster,
         create(policy_name),
         scenario.jobs,

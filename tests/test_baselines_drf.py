@@ -7,6 +7,7 @@ expected counts in the assertions come from that hand computation.
 from __future__ import annotations
 
 import pytest
+from engine_helpers import make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -20,7 +21,6 @@ from mlsched.core import (
     ResourceVector,
     Server,
 )
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -66,7 +66,7 @@ def run(
     cluster: Cluster, jobs: list[JobSpec], *, until: int = 400, truth: TruthConfig | None = None
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = build_engine(cluster, create("drf"), jobs, slot_seconds=SLOT_S, executor=executor)
+    engine = make_engine(cluster, create("drf"), jobs, slot_seconds=SLOT_S, executor=executor)
     return engine.run(until=until), executor.allocations
 
 

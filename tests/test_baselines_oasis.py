@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -27,7 +28,7 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import SimulationConfig, build_engine, simulate
+from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.engine.summary import summarize
@@ -99,7 +100,7 @@ def run(
     horizon: int | None = None,
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S))
-    engine = build_engine(
+    engine = make_engine(
         cluster, policy, jobs, slot_seconds=SLOT_S, horizon=horizon, executor=executor
     )
     return engine.run(until=until), executor.allocations
@@ -290,7 +291,7 @@ def test_dorm_time_limit_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
     workload = load_workload("oasis-paper", seed=3, jobs=25, horizon=40, options={"servers": 10})
     policy = DormPolicy(time_limit_s=0.05)
     runtime = RuntimeEstimator(workload.cluster, workload.runtime)
-    engine = build_engine(
+    engine = make_engine(
         workload.cluster,
         policy,
         workload.jobs,

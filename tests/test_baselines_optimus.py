@@ -9,6 +9,7 @@ from the greedy rule (gain per unit of normalised resource).
 from __future__ import annotations
 
 import pytest
+from engine_helpers import make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -23,7 +24,6 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.scheduler import create
@@ -74,7 +74,7 @@ def run(
     truth: TruthConfig | None = None,
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = build_engine(
+    engine = make_engine(
         cluster, policy or create("optimus"), jobs, slot_seconds=SLOT_S, executor=executor
     )
     return engine.run(until=until), executor.allocations

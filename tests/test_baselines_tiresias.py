@@ -7,6 +7,7 @@ order follows from attained service in GPU-slots, worked out by hand in each tes
 from __future__ import annotations
 
 import pytest
+from engine_helpers import make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -21,7 +22,6 @@ from mlsched.core import (
     Server,
     SyncMode,
 )
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import RunResult
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.scheduler import create
@@ -65,7 +65,7 @@ def run(
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
     """Run ``policy`` (the LAS family shares these helpers); the allocation of each slot."""
     executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=truth))
-    engine = build_engine(cluster, create(policy), jobs, slot_seconds=SLOT_S, executor=executor)
+    engine = make_engine(cluster, create(policy), jobs, slot_seconds=SLOT_S, executor=executor)
     return engine.run(until=until), executor.allocations
 
 

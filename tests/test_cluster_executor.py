@@ -87,7 +87,7 @@ def test_relayout_waits_for_every_exit_even_when_reported_in_separate_heartbeats
     assert {t.config.stop_step for t in new} == {
         20 + 30
     }  # from the checkpoint: 60 left, 2 per step
-    assert ex.runs["j"].step == 20 and ex.runs["j"].cursor == 40
+    assert ex.jobs["j"].run.step == 20 and ex.jobs["j"].run.cursor == 40
 
 
 def test_lost_agent_fails_the_generation_and_it_restarts_from_the_last_checkpoint() -> None:
@@ -100,7 +100,7 @@ def test_lost_agent_fails_the_generation_and_it_restarts_from_the_last_checkpoin
     assert agent is not None
     agent.alive = False  # declared lost (what expire() does after the timeout)
     ex.reconcile()
-    run = ex.runs["j"]
+    run = ex.jobs["j"].run
     assert run.gen is None and run.step == 0  # no checkpoint yet
     # Counted and its cost recorded, but a lost machine is not the job's crash.
     assert (run.failed_generations, run.lost_steps, run.failures) == (1, 31, 0)
@@ -188,11 +188,11 @@ def test_a_crash_loop_ends_the_job_but_lost_machines_do_not() -> None:
         agent.alive = False
         ex.reconcile()
         agent.alive = True  # the machine comes back
-    run = ex.runs["j"]
-    assert "j" not in ex.fatal and run.failed_generations == 3
+    run = ex.jobs["j"].run
+    assert not ex.jobs["j"].fatal and run.failed_generations == 3
     assert run.step == 15  # each lost generation's last reported checkpoint was kept
     for n in range(4, 7):  # the job's own process crashes three times in a row
         ex.apply(n, Allocation(n, {"j": Placement(((0, 1),))}), {"j": spec}, {"j": 85.0})
         (task,) = ex.desired_for("a0")
         _beat(reg, "a0", [_status(task.task_id, DONE, code=1)], ex)
-    assert ex.fatal["j"].startswith("3 generations failed in a row")
+    assert ex.jobs["j"].fatal.startswith("3 generations failed in a row")

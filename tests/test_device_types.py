@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from engine_helpers import make_engine
 
 from mlsched.core import Arch, Cluster, JobSpec, JobState, RejectKind, ResourceVector, Server
 from mlsched.core.device_types import MAX_TYPES, TypeCatalogue
 from mlsched.core.errors import SpecError
 from mlsched.core.type_hosts import type_problems, worker_hosts
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.scheduler import create
 from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, worker_servers
@@ -101,7 +101,7 @@ def _job(job_id: str, worker_types: dict[str, ResourceVector]) -> JobSpec:
 
 
 def _engine(cluster: Cluster, jobs: list[JobSpec]) -> Engine:
-    engine = build_engine(cluster, create("fifo"), jobs, slot_seconds=60.0)
+    engine = make_engine(cluster, create("fifo"), jobs, slot_seconds=60.0)
     return engine
 
 

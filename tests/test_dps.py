@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core import Cluster, JobSpec, JobState, ResourceVector, Server
 from mlsched.core.job import Arch, SyncMode
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.scheduler import create
 from mlsched.scheduler.baselines.taskfill import TaskFiller
@@ -58,7 +58,7 @@ def engine_for(
     cluster: Cluster, policy: DpsPolicy, jobs: list[JobSpec], horizon: int | None = 400
 ) -> Engine:
     families = {"ps_sync": "dps"}
-    engine = build_engine(
+    engine = make_engine(
         cluster, policy, jobs, slot_seconds=SLOT_S, horizon=horizon, families=families
     )
     return engine
@@ -66,7 +66,7 @@ def engine_for(
 
 def workload_engine(w: Workload, policy: DpsPolicy) -> Engine:
     """An engine running a workload's jobs under ``policy``, as the simulator does."""
-    engine = build_engine(
+    engine = make_engine(
         w.cluster,
         policy,
         w.jobs,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core import (
     Admission,
@@ -32,27 +33,12 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import build_engine
-from mlsched.engine.engine import Engine
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import ClusterView, Policy, create
 from mlsched.scheduler.baselines.fifo import FifoPolicy
 
 SLOT_S = 10.0
-
-
-def make_engine(
-    cluster: Cluster,
-    policy: Policy,
-    *,
-    truth: TruthConfig | None = None,
-    horizon: int | None = None,
-    stall_slots: int = 200,
-) -> Engine:
-    return build_engine(
-        cluster, policy, slot_seconds=SLOT_S, horizon=horizon, truth=truth, stall_slots=stall_slots
-    )
 
 
 def gpu_job(job_id: str, **kw: object) -> JobSpec:
@@ -346,7 +332,7 @@ def test_on_a_live_cluster_a_job_the_policy_cannot_take_is_rejected_alone(
                 raise ValueError("cannot plan this one")
             return super().on_arrival(job, view)
 
-    engine = build_engine(tiny_cluster, Picky(), slot_seconds=SLOT_S, reject_on_policy_error=True)
+    engine = make_engine(tiny_cluster, Picky(), slot_seconds=SLOT_S, reject_on_policy_error=True)
     engine.submit(gpu_job("boom-1"))
     engine.submit(gpu_job("fine"))
     engine.step()

@@ -4,10 +4,10 @@ failure ends a job (the executor's slot report; the engine ends it)."""
 from __future__ import annotations
 
 import pytest
+from engine_helpers import make_engine
 from test_engine import SLOT_S, gpu_job
 
 from mlsched.core import Cluster, JobState
-from mlsched.engine.builder import build_engine
 from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.scheduler import create
 
@@ -47,7 +47,7 @@ def test_a_fatal_failure_in_the_slot_report_ends_the_job_at_its_checkpoint(
 
     executor = Failing(tiny_cluster, SLOT_S)
     executor.fail = {}
-    engine = build_engine(tiny_cluster, create("fifo"), slot_seconds=SLOT_S, executor=executor)
+    engine = make_engine(tiny_cluster, create("fifo"), slot_seconds=SLOT_S, executor=executor)
     engine.submit(gpu_job("a", chunks=100))  # far more work than three slots do
     engine.step()
     executor.fail = {"a": JobFailure("one rank crashed")}

@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core import (
     Arch,
@@ -24,7 +25,6 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.scheduler import create
 from mlsched.scheduler.gadget import GadgetPolicy, RingJob, SlotProblem, lp_rs_mde
@@ -245,7 +245,7 @@ def ring(job_id: str, arrival: int = 0, **kw: object) -> JobSpec:
 
 
 def run(cluster: Cluster, jobs: list[JobSpec], policy: GadgetPolicy, slots: int = 60) -> Engine:
-    engine = build_engine(cluster, policy, slot_seconds=10.0, horizon=slots)
+    engine = make_engine(cluster, policy, slot_seconds=10.0, horizon=slots)
     engine.submit_all(jobs)
     engine.run()
     return engine

@@ -7,11 +7,12 @@ import math
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core.cluster import Cluster, Server
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
-from mlsched.engine.builder import SimulationConfig, build_engine, simulate
+from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.hetero import (
     DEFAULT_CATALOGUE,
@@ -191,7 +192,7 @@ def test_faithful_offsets_start_round_i_at_alpha_tau():
     workload = load_workload("demo")
     policy = HeteroPolicy(alpha=2)
 
-    engine = build_engine(
+    engine = make_engine(
         workload.cluster,
         policy,
         slot_seconds=workload.slot_seconds,

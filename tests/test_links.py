@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.controller.cluster_executor import _layout
 from mlsched.core import (
@@ -28,7 +29,6 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.links import ring_hops
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.perfmodel.paths import ring_bottleneck_gbps
 from mlsched.scheduler import ClusterView, Policy
@@ -78,7 +78,7 @@ class Scripted(Policy):
 
 
 def engine_for(cluster: Cluster, allocate: Callable[[int], dict[str, Placement]]) -> Engine:
-    return build_engine(cluster, Scripted(allocate), slot_seconds=10.0)
+    return make_engine(cluster, Scripted(allocate), slot_seconds=10.0)
 
 
 def ring(*servers: int, per: int = 1) -> Placement:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import RecordedRun, RecordingExecutor, Scenario, scenarios
@@ -31,7 +32,7 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import SimulationConfig, build_engine, simulate
+from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.engine import Engine
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.scheduler import ClusterView, create
@@ -368,7 +369,7 @@ def run_checked(
         SimulatedExecutor(cluster, scenario.slot_seconds, truth=scenario.truth, seed=scenario.seed)
     )
     policy = CheckedOasis(**options)
-    engine = build_engine(
+    engine = make_engine(
         cluster,
         policy,
         scenario.jobs,
@@ -444,7 +445,7 @@ def run_jobs(
     cluster = two_pool_cluster()
     executor = RecordingExecutor(SimulatedExecutor(cluster, 10.0, truth=truth))
     policy = OasisPolicy(**options)
-    engine = build_engine(
+    engine = make_engine(
         cluster, policy, jobs, slot_seconds=10.0, horizon=horizon, executor=executor
     )
     engine.run(until=until)

@@ -13,6 +13,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core import (
     Arch,
@@ -24,7 +25,7 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.engine.builder import baseline_policies, build_engine
+from mlsched.engine.builder import baseline_policies
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler import create
 from mlsched.scheduler.offline import offline_optimum, performance_ratio, worker_rate
@@ -163,7 +164,7 @@ def brute_force(c: Cluster, jobs: list[JobSpec], horizon: int) -> float:
 
 
 def online(c: Cluster, jobs: list[JobSpec], horizon: int, policy: str) -> float:
-    engine = build_engine(c, create(policy), jobs, slot_seconds=SLOT_S, horizon=horizon)
+    engine = make_engine(c, create(policy), jobs, slot_seconds=SLOT_S, horizon=horizon)
     result = engine.run()
     return sum(r.utility() for r in result.records.values())
 

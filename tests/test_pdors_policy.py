@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 
 from mlsched.core import Cluster, JobSpec, JobState, Pool, ResourceVector, Server, Topology
 from mlsched.core.job import Arch, SyncMode
 from mlsched.core.utility import Utility
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.scheduler import Policy, create
 
@@ -48,7 +48,7 @@ def _sync_job(
 
 
 def _engine(cluster: Cluster, policy: Policy, horizon: int = 30) -> Engine:
-    return build_engine(cluster, policy, slot_seconds=60.0, horizon=horizon)
+    return make_engine(cluster, policy, slot_seconds=60.0, horizon=horizon)
 
 
 def test_pd_ors_co_locates_when_the_internal_link_is_much_faster() -> None:

@@ -27,12 +27,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 from hypothesis import HealthCheck, example, given, settings
 from strategies import RecordedRun, Scenario, run_recorded, scenarios
 
 from mlsched.core import Arch, Cluster, JobSpec, JobState, Pool, ResourceVector, Server
 from mlsched.core.utility import Utility
-from mlsched.engine.builder import build_engine
 from mlsched.scheduler import Policy, available, create, registered
 
 POLICIES = sorted(registered())
@@ -124,7 +124,7 @@ def test_a_released_job_frees_what_it_held(name: str, tiny_cluster: Cluster) -> 
 
     # A batch policy runs an admitted job from a later round (doubling rounds: far later).
     wait = 5_000 if policy.batch_rounds else 1
-    engine = build_engine(tiny_cluster, policy, slot_seconds=10.0, horizon=200 + 2 * wait)
+    engine = make_engine(tiny_cluster, policy, slot_seconds=10.0, horizon=200 + 2 * wait)
 
     def step_until_running(job_id: str) -> None:
         for _ in range(wait):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from engine_helpers import make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -26,7 +27,6 @@ from mlsched.core import (
     Topology,
 )
 from mlsched.core.allocation import RejectKind
-from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine
 from mlsched.engine.simulator import SimulatedExecutor
 from mlsched.scheduler import create
@@ -169,7 +169,7 @@ def run(
     cluster: Cluster, jobs: Sequence[JobSpec], policy: str, *, horizon: int = 60, **options: object
 ) -> tuple[Engine, RecordingExecutor]:
     executor = RecordingExecutor(SimulatedExecutor(cluster, 60.0))
-    engine = build_engine(
+    engine = make_engine(
         cluster,
         create(policy, **options),
         jobs,
@@ -311,7 +311,7 @@ def test_a_cancelled_ring_frees_its_servers_and_links_for_the_next_slot(policy: 
         )
         for i in (0, 1)
     ]
-    engine = build_engine(cluster, create(policy, placement="ring"), jobs, slot_seconds=60.0)
+    engine = make_engine(cluster, create(policy, placement="ring"), jobs, slot_seconds=60.0)
     engine.step()
     engine.step()
     (running,) = engine.placements  # one ring at a time (tiresias: j1, least served)

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
@@ -42,7 +43,7 @@ from mlsched.core.tasks import TaskPlan
 from mlsched.engine.executor import Executor, JobFailure, JobProgress, SlotReport
 from mlsched.perfmodel.base import Measurement
 
-__all__ = ["ClusterExecutor"]
+__all__ = ["ClusterExecutor", "ExecutorJob"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,20 @@ class RunFacts(NamedTuple):
     lost_steps: int
     checkpoint_step: int
     checkpoint_units: float
+
+
+@dataclass
+class ExecutorJob:
+    """Everything the executor keeps about one job."""
+
+    spec: JobSpec
+    run: JobRun  # its generations and checkpoint (persisted)
+    want: Layout | None = None  # the layout this slot's allocation gives it (None: none)
+    #: Why it can never run again: reported once, as fatal, in the next slot report (the
+    #: engine ends the job), and kept so that nothing launches it again.
+    fatal: str = ""
+    fatal_reported: bool = False
+    failure: JobFailure | None = None  # a generation's failure, for the next slot report
 
 
 class _LiveAgents:
@@ -112,20 +127,12 @@ class ClusterExecutor(Executor):
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stopping = False
-        self.runs: dict[str, JobRun] = {}
-        self.specs: dict[str, JobSpec] = {}
-        self._want: dict[str, Layout] = {}
+        self.jobs: dict[str, ExecutorJob] = {}
         self._index: dict[str, int] = {}  # agent id -> server index in the engine's cluster
         self._slot = -1
         self._slot_start = 0.0
         self._deadline = 0.0
-        self._next_port: dict[str, int] = {}
-        # Jobs that failed too often or cannot run: reported once, as fatal, in the next slot
-        # report (the engine ends them); kept so that nothing launches them again.
-        self.fatal: dict[str, str] = {}
-        self._fatal_reported: set[str] = set()
-        self._failures: dict[str, JobFailure] = {}
-        self._restarts: dict[str, float] = {}
+        self._next_port: dict[str, int] = {}  # by host: where the next port search starts
         self._nic = NicMeter()
         self._live = _LiveAgents(agents)
         self.task_index = TaskIndex()  # where each task ran, after its generation ended too
@@ -143,10 +150,10 @@ class ClusterExecutor(Executor):
         with self._lock:
             for job_id, raw in runs.items():
                 if job_id in specs:
-                    run = self.runs[job_id] = JobRun.from_dict(job_id, raw)
-                    self.specs[job_id] = specs[job_id]
+                    run = JobRun.from_dict(job_id, raw)
+                    job = self.jobs[job_id] = ExecutorJob(specs[job_id], run)
                     if run.gen is not None and not run.gen.draining and not run.finished:
-                        self._want[job_id] = run.gen.layout
+                        job.want = run.gen.layout
                     if run.gen is not None:
                         self.task_index.record(job_id, run.gen.tasks, run.gen.agent_of)
 
@@ -177,12 +184,13 @@ class ClusterExecutor(Executor):
             self._slot, self._slot_start = slot, start
             self._deadline = start + self.slot_seconds
             names = {i: n for n, i in self._index.items()}
-            want: dict[str, Layout] = {}
+            for job in self.jobs.values():
+                job.want = None
             for job_id, p in allocation.items():
-                self.specs[job_id] = jobs[job_id]
-                want[job_id] = _layout(p, names.__getitem__)
-                self.runs.setdefault(job_id, JobRun(job_id))
-            self._want = want
+                entry = self.jobs.get(job_id)
+                if entry is None:
+                    entry = self.jobs[job_id] = ExecutorJob(jobs[job_id], JobRun(job_id))
+                entry.want = _layout(p, names.__getitem__)
             self._reconcile_locked()
 
     def collect(self, slot: int) -> SlotReport:
@@ -202,26 +210,28 @@ class ClusterExecutor(Executor):
     def close(self) -> None:
         with self._lock:
             self._stopping = True
-            self._want = {}
+            for job in self.jobs.values():
+                job.want = None
             self._reconcile_locked()
         self._wake.set()
 
     def forget(self, job_id: str) -> None:
         """A cancelled or failed job: stop its tasks and never start it again."""
         with self._lock:
-            self._want.pop(job_id, None)
-            run = self.runs.get(job_id)
-            if run is not None:
-                run.finished = True
+            job = self.jobs.get(job_id)
+            if job is not None:
+                job.want = None
+                job.run.finished = True
             self._reconcile_locked()
 
     def live(self, job_id: str) -> tuple[float, int] | None:
         """(work units done, trainer steps done) by the job's processes as last reported:
         fresher than the engine's per-slot accounting."""
         with self._lock:
-            run = self.runs.get(job_id)
-            if run is None:
+            job = self.jobs.get(job_id)
+            if job is None:
                 return None
+            run = job.run
             units, step = float(max(run.cursor, run.reported_units)), run.step
             gen = run.gen
             if gen is not None:
@@ -241,10 +251,11 @@ class ClusterExecutor(Executor):
         waits for a lost agent), ``stopping`` (draining for a new layout) or ``paused``;
         with a reason. None when the executor has nothing to add."""
         with self._lock:
-            run = self.runs.get(job_id)
-            if run is None or run.finished or job_id in self.fatal:
+            job = self.jobs.get(job_id)
+            if job is None or job.run.finished or job.fatal:
                 return None
-            gen, want = run.gen, self._want.get(job_id)
+            run = job.run
+            gen, want = run.gen, job.want
             if gen is not None and gen.failed:
                 return LiveState(JobState.REPLACING, gen.failed, gen.layout)
             if gen is not None and gen.draining:
@@ -265,9 +276,10 @@ class ClusterExecutor(Executor):
     def failures_of(self, job_id: str) -> RunFacts | None:
         """Failures of the job's generations, the steps they lost, and its checkpoint."""
         with self._lock:
-            run = self.runs.get(job_id)
-            if run is None:
+            job = self.jobs.get(job_id)
+            if job is None:
                 return None
+            run = job.run
             return RunFacts(run.failed_generations, run.lost_steps, run.step, float(run.cursor))
 
     # Heartbeats -------------------------------------------------------------------------
@@ -276,8 +288,8 @@ class ClusterExecutor(Executor):
         with self._lock:
             self._reconcile_locked()
             out: list[TaskPlan] = []
-            for run in self.runs.values():
-                gen = run.gen
+            for job in self.jobs.values():
+                gen = job.run.gen
                 if gen is None or gen.draining:
                     continue
                 out.extend(p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id)
@@ -322,64 +334,69 @@ class ClusterExecutor(Executor):
         return out
 
     def _reconcile_locked(self) -> None:
-        for job_id, run in self.runs.items():
+        for job_id, job in self.jobs.items():
             try:
-                self._reconcile_job(job_id, run)
+                self._reconcile_job(job)
             except Exception as err:
                 # One job's trouble (a spec no check anticipated, no free port) ends that
                 # job, through the controller, never the slot loop or a heartbeat.
                 log.exception("[controller] job %s cannot run", job_id)
-                self.fatal.setdefault(job_id, f"cannot run: {type(err).__name__}: {err}"[:300])
-                self._want.pop(job_id, None)
+                job.fatal = job.fatal or f"cannot run: {type(err).__name__}: {err}"[:300]
+                job.want = None
 
-    def _reconcile_job(self, job_id: str, run: JobRun) -> None:
+    def _reconcile_job(self, job: ExecutorJob) -> None:
         """Apply what :func:`decide` says until it says to keep or to wait (at most a
         failure, the end of the generation and the launch of the next)."""
+        run = job.run
         reports = self._statuses(run.gen) if run.gen is not None else {}
         while True:
             action = decide(
                 run,
                 reports,
-                self._want.get(job_id),
+                job.want,
                 self._live,
                 self.clock(),
                 max_failures=self.max_failures,
-                fatal=job_id in self.fatal,
+                fatal=bool(job.fatal),
             )
             if isinstance(action, (Keep, Wait)):
                 return
             if isinstance(action, Launch):
-                self._launch(job_id, run, action.layout)
+                self._launch(job, action.layout)
                 return
             gen = run.gen
             assert gen is not None
             if isinstance(action, Fail):
                 gen.failed = action.reason
                 log.warning(
-                    "[controller] job %s generation %d failed: %s", job_id, gen.number, gen.failed
+                    "[controller] job %s generation %d failed: %s",
+                    run.job_id,
+                    gen.number,
+                    gen.failed,
                 )
                 self._drain(run, gen, "failure", action.at)
             elif isinstance(action, Drain):
                 self._drain(run, gen, action.reason, action.at)
             else:
-                self._finish(job_id, run, gen, action)
+                self._finish(job, gen, action)
 
     def _alive(self, agent_id: str) -> bool:
         return agent_id in self._live
 
-    def _finish(self, job_id: str, run: JobRun, gen: Generation, end: Finish) -> None:
+    def _finish(self, job: ExecutorJob, gen: Generation, end: Finish) -> None:
+        run, job_id = job.run, job.run.job_id
         run.step, run.cursor = end.step, end.cursor
         if end.failed:
             run.lost_steps += end.lost_steps
             run.failed_generations += 1
             run.last_failure = end.failed
             if not end.finished:
-                self._failures[job_id] = JobFailure(end.failed)
+                job.failure = JobFailure(end.failed)
         if end.finished:
             run.finished = True
         run.failures = end.failures
         if end.fatal:
-            self.fatal[job_id] = end.fatal
+            job.fatal = end.fatal
         self._release_ports(gen)
         run.ended.append(gen)
         log.info(
@@ -399,8 +416,8 @@ class ClusterExecutor(Executor):
         log.info("[controller] job %s generation %d stopping (%s)", run.job_id, gen.number, why)
         self._persist(run.job_id)
 
-    def _launch(self, job_id: str, run: JobRun, layout: Layout) -> None:
-        job = self.specs[job_id]
+    def _launch(self, entry: ExecutorJob, layout: Layout) -> None:
+        job, run, job_id = entry.spec, entry.run, entry.run.job_id
         host_agent = self.agents.get(store_host(job, layout))
         assert host_agent is not None
         port = self._take_port(host_agent.host, host_agent.port_lo, host_agent.port_hi)
@@ -451,10 +468,10 @@ class ClusterExecutor(Executor):
                 continue
             used = {
                 i
-                for r in self.runs.values()
-                if r.gen is not None
-                for t, spec in r.gen.tasks.items()
-                if r.gen.agent_of[t] == agent_id
+                for e in self.jobs.values()
+                if e.run.gen is not None
+                for t, spec in e.run.gen.tasks.items()
+                if e.run.gen.agent_of[t] == agent_id
                 for i in spec.gpu_indices
             }
             free = [i for i in range(agent.gpu_count) if i not in used]
@@ -463,7 +480,8 @@ class ClusterExecutor(Executor):
         return out
 
     def _take_port(self, host: str, lo: int, hi: int) -> int:
-        used = {p for r in self.runs.values() if r.gen for h, p in r.gen.ports if h == host}
+        gens = [e.run.gen for e in self.jobs.values() if e.run.gen is not None]
+        used = {p for gen in gens for h, p in gen.ports if h == host}
         # Rotate through the range: a just-closed store port may linger in TIME_WAIT.
         start = self._next_port.get(host, lo)
         span = hi - lo + 1
@@ -479,15 +497,17 @@ class ClusterExecutor(Executor):
 
     def _persist(self, job_id: str) -> None:
         if self.on_change is not None:
-            run = self.runs.get(job_id)
-            self.on_change(job_id, run.to_dict() if run else None)
+            job = self.jobs.get(job_id)
+            self.on_change(job_id, job.run.to_dict() if job else None)
 
     def _report_locked(self, slot: int) -> SlotReport:
         report = SlotReport(slot=slot)
-        for job_id in self._want:
-            run, job = self.runs[job_id], self.specs[job_id]
+        wanted = [e for e in self.jobs.values() if e.want is not None]
+        for entry in wanted:
+            job_id, run, job = entry.spec.job_id, entry.run, entry.spec
             done_units = float(run.cursor)
             last_t: float | None = None
+            restart_s = 0.0
             for gen in [*run.ended, *([run.gen] if run.gen is not None else [])]:
                 if gen is run.gen:
                     statuses = [s for s in self._statuses(gen).values() if s is not None]
@@ -504,7 +524,7 @@ class ClusterExecutor(Executor):
                     report.measurements.append(measurement)
                 restart = self._restart_s(gen, statuses)
                 if restart is not None:
-                    self._restarts[job_id] = restart
+                    restart_s = restart
             for gen in run.ended:
                 for task_id in gen.tasks:
                     run.seen.pop(task_id, None)
@@ -519,19 +539,16 @@ class ClusterExecutor(Executor):
                 run.reported_units = total
                 end = last_t if last_t is not None else self.clock()
                 offset = min(self.slot_seconds, max(0.0, end - self._slot_start))
-            report.progress[job_id] = JobProgress(
-                units, finished, offset, self._restarts.pop(job_id, 0.0)
-            )
-        report.failures.update(self._failures)
-        self._failures.clear()
-        for job_id, reason in self.fatal.items():
-            if job_id not in self._fatal_reported:
-                self._fatal_reported.add(job_id)
-                known = self.runs.get(job_id)
-                kept = float(known.cursor) if known is not None else None
-                report.failures[job_id] = JobFailure(reason, fatal=True, checkpoint_units=kept)
-        for job_id in self._want:
-            self._persist(job_id)
+            report.progress[job_id] = JobProgress(units, finished, offset, restart_s)
+        for job_id, entry in self.jobs.items():
+            if entry.failure is not None:
+                report.failures[job_id], entry.failure = entry.failure, None
+            if entry.fatal and not entry.fatal_reported:
+                entry.fatal_reported = True
+                kept = float(entry.run.cursor)
+                report.failures[job_id] = JobFailure(entry.fatal, fatal=True, checkpoint_units=kept)
+        for entry in wanted:
+            self._persist(entry.spec.job_id)
         return report
 
     def _measure(

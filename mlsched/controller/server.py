@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from mlsched.controller.cluster_executor import ClusterExecutor
 from mlsched.controller.cluster_report import cluster_status
 from mlsched.controller.config import ControllerConfig
 from mlsched.controller.intake import parse_jobs
+from mlsched.controller.measurement_rows import measurement_row, replay
 from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.pricing import market, quote_fields
@@ -44,13 +45,22 @@ from mlsched.core.reports import Heartbeat
 from mlsched.core.type_hosts import type_problems
 from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
-from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.registry import create
 
 __all__ = ["Controller", "ControllerConfig"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Served:
+    """What the controller serves about one job between slot boundaries."""
+
+    status: JobStatus  # as of the last slot boundary (or its submission)
+    iterations: float = 0.0  # trainer steps, as the executor last counted them
+    predicted_s: float = 0.0  # the runtime model's last prediction of an iteration's time
+    measured_s: float = 0.0  # ... and the time it was compared with
 
 
 class Controller:
@@ -78,11 +88,8 @@ class Controller:
         self._submissions: queue.Queue[JobSpec] = queue.Queue()
         self._cancels: queue.Queue[str] = queue.Queue()
         self._stop = threading.Event()
-        self._lock = threading.RLock()  # guards the snapshot and the id set
-        self._snapshot: dict[str, JobStatus] = {}
-        self._ids: set[str] = set()
-        self._iterations: dict[str, float] = {}
-        self._last_error: dict[str, tuple[float, float]] = {}
+        self._lock = threading.RLock()  # guards the set of jobs and their statuses
+        self._jobs: dict[str, _Served] = {}  # every job ever submitted, in that order
         self._thread: threading.Thread | None = None
         self.endpoint: Endpoint | None = None
         self.port = 0
@@ -102,13 +109,13 @@ class Controller:
         rows, runs = self._load_rows()
         self._restore_records = [record for record, _ in rows]
         self._restored = not rows
-        for record, iterations in rows:
-            self._ids.add(record.job_id)
-            self._iterations[record.job_id] = iterations
         self.executor.load(
             runs, {r.job_id: r.spec for r in self._restore_records if not r.state.is_final}
         )
-        self._snapshot = {r.job_id: self._status(None, r) for r in self._restore_records}
+        for record, iterations in rows:
+            served = _Served(JobStatus(record.job_id, record.state.value), iterations)
+            served.status = self._status((), record, served)
+            self._jobs[record.job_id] = served
 
     def _load_rows(self) -> tuple[list[tuple[JobRecord, float]], dict[str, Any]]:
         """The stored jobs (with their trainer-step counts) and runs that still load; any
@@ -285,38 +292,20 @@ class Controller:
         specs = {r.job_id: r.spec for r in records}
         slot = int(self.store.get_meta("slot", 0))
         waiting = engine.restore(records, slot=slot)
-        replayed = 0
-        for m in self.store.measurements():
-            spec = specs.get(m["job_id"])
-            placement = self.executor.placement_of(
-                tuple((a, int(w), int(p)) for a, w, p in m["layout"])
-            )
-            if spec is None or placement is None:
-                continue
-            gbps = m.get("comm_gbps")  # rows stored before it was measured have none
-            engine.runtime.observe(
-                Measurement(
-                    job_id=m["job_id"],
-                    slot=m["slot"],
-                    placement=placement,
-                    iterations=m["iterations"],
-                    iteration_time_s=m["iteration_s"],
-                    compute_time_s=m["compute_s"],
-                    comm_time_s=m["comm_s"],
-                    comm_gbps=float(gbps) if isinstance(gbps, (int, float)) else None,
-                ),
-                spec,
-            )
-            replayed += 1
+        replayed, skipped = replay(
+            self.store.measurements(), specs, self.executor.placement_of, engine.runtime
+        )
         engine.runtime.refit()
         active = sum(1 for r in records if r.state.is_active)
         log.info(
-            "[controller] resumed at slot %d: %d jobs (%d active, %d waiting), %d measurements",
+            "[controller] resumed at slot %d: %d jobs (%d active, %d waiting), %d measurements"
+            " (%d damaged)",
             slot,
             len(records),
             active,
             len(waiting),
             replayed,
+            skipped,
         )
         self._publish(engine)
 
@@ -365,30 +354,16 @@ class Controller:
             for m in report.measurements:
                 err = errors.get((m.job_id, t))
                 predicted = err.predicted_s if err else None
-                if err is not None:
-                    self._last_error[m.job_id] = (err.predicted_s, err.measured_s)
-                gen_layout = self._layout_by_index(engine, m.placement)
-                self.store.add_measurement(
-                    t,
-                    m.job_id,
-                    {
-                        "layout": [list(e) for e in gen_layout],
-                        "iterations": m.iterations,
-                        "iteration_s": m.iteration_time_s,
-                        "compute_s": m.compute_time_s,
-                        "comm_s": m.comm_time_s,
-                        "bytes_sent": m.bytes_sent,
-                        "bytes_recv": m.bytes_recv,
-                        "comm_gbps": m.comm_gbps,
-                        "nic_gbps": {h: list(r) for h, r in m.nic.items()},
-                        "predicted_s": predicted,
-                    },
-                )
+                served = self._jobs.get(m.job_id)
+                if err is not None and served is not None:
+                    served.predicted_s, served.measured_s = err.predicted_s, err.measured_s
+                layout = self._layout_by_index(engine, m.placement)
+                self.store.add_measurement(t, m.job_id, measurement_row(m, layout, predicted))
             for job_id, prog in report.progress.items():
                 self.store.add_progress(t, job_id, prog.units, prog.finished, prog.restart_s)
-                done = live.get(job_id)
-                if done is not None:
-                    self._iterations[job_id] = float(done[1])  # trainer steps
+                done, served = live.get(job_id), self._jobs.get(job_id)
+                if done is not None and served is not None:
+                    served.iterations = float(done[1])  # trainer steps
             self.store.add_allocations(
                 t,
                 [
@@ -405,7 +380,8 @@ class Controller:
         return self.executor.layout_of(p, engine.cluster)
 
     def _extra(self, job_id: str) -> dict[str, Any]:
-        return {"iterations": self._iterations.get(job_id, 0.0)}
+        served = self._jobs.get(job_id)
+        return {"iterations": served.iterations if served is not None else 0.0}
 
     def _save_run(self, job_id: str, run: dict[str, Any] | None) -> None:
         if run is None:
@@ -443,22 +419,26 @@ class Controller:
 
     # Client-facing state ----------------------------------------------------------------
     def _publish(self, engine: Engine) -> None:
-        snap: dict[str, JobStatus] = {}
+        """Each job the engine knows, as of this slot boundary (jobs still queued for the
+        engine keep their submitted status)."""
+        placements = engine.placements
+        statuses: dict[str, JobStatus] = {}
         for job_id, record in engine.records.items():
-            snap[job_id] = self._status(engine, record)
+            p = placements.get(job_id)
+            layout = self.executor.layout_of(p, engine.cluster) if p is not None else ()
+            statuses[job_id] = self._status(layout, record, self._jobs.get(job_id))
         with self._lock:
-            pending = {j: s for j, s in self._snapshot.items() if s.state == JobState.PENDING.value}
-            pending = {j: s for j, s in pending.items() if j not in snap}
-            self._snapshot = {**pending, **snap}
+            for job_id, status in statuses.items():
+                served = self._jobs.get(job_id)
+                if served is None:
+                    self._jobs[job_id] = _Served(status)
+                else:
+                    served.status = status
 
-    def _status(self, engine: Engine | None, record: JobRecord) -> JobStatus:
-        p = engine.placements.get(record.job_id) if engine is not None else None
-        placement = (
-            _placement(self.executor.layout_of(p, engine.cluster))
-            if engine is not None and p is not None
-            else ()
-        )
-        predicted, measured = self._last_error.get(record.job_id, (0.0, 0.0))
+    def _status(
+        self, layout: tuple[tuple[str, int, int], ...], record: JobRecord, served: _Served | None
+    ) -> JobStatus:
+        predicted, measured = (served.predicted_s, served.measured_s) if served else (0.0, 0.0)
         return JobStatus(
             job_id=record.job_id,
             state=record.state.value,
@@ -468,12 +448,12 @@ class Controller:
             total_work=record.spec.total_work,
             completion_slot=record.completion_slot if record.completion_slot is not None else -1,
             utility=record.utility(),
-            placement=placement,
+            placement=_placement(layout),
             restarts=record.restarts,
             predicted_iteration_s=predicted,
             measured_iteration_s=measured,
             slots_run=record.slots_run,
-            iterations=int(self._iterations.get(record.job_id, 0.0)),
+            iterations=int(served.iterations) if served else 0,
             admitted=record.admitted_slot is not None,
             admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
             launch=launch_name(record.spec),
@@ -484,20 +464,21 @@ class Controller:
         jobs = parse_jobs(document, data_root=self.executor.settings.data_root, parser=self._parser)
         with self._lock:
             for i, job in enumerate(jobs):
-                if job.job_id in self._ids:
+                if job.job_id in self._jobs:
                     raise SpecError(f"jobs[{i}].job_id", job.job_id, "a job id not used before")
             now = time.time()
             with self.store.transaction():
                 for job in jobs:
                     self.store.add_job(job.job_id, job.to_dict(), submitted_at=now)
             for job in jobs:
-                self._ids.add(job.job_id)
-                self._snapshot[job.job_id] = JobStatus(
-                    job_id=job.job_id,
-                    state=JobState.PENDING.value,
-                    total_work=job.total_work,
-                    completion_slot=-1,
-                    launch=launch_name(job),
+                self._jobs[job.job_id] = _Served(
+                    JobStatus(
+                        job_id=job.job_id,
+                        state=JobState.PENDING.value,
+                        total_work=job.total_work,
+                        completion_slot=-1,
+                        launch=launch_name(job),
+                    )
                 )
                 self._submissions.put(job)
         log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))
@@ -513,9 +494,10 @@ class Controller:
 
     def job(self, job_id: str) -> JobStatus:
         with self._lock:
-            out = self._snapshot.get(job_id)
-            if out is None:
+            served = self._jobs.get(job_id)
+            if served is None:
                 raise KeyError(job_id)
+            out = served.status
         live = self.executor.live(job_id)
         if live is not None:
             units, steps = live
@@ -545,7 +527,7 @@ class Controller:
 
     def jobs(self) -> list[JobStatus]:
         with self._lock:
-            ids = list(self._snapshot)
+            ids = list(self._jobs)
         return [self.job(j) for j in ids]
 
     def cluster_status(self) -> ClusterStatus:

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mlsched.controller.measurement_rows import measurement_from_row
+from mlsched.controller.runs import Layout
 from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
 from mlsched.core.job import Arch, JobSpec
 from mlsched.core.resources import ResourceVector
 from mlsched.emulation.topology import NetworkPlan
-from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 
 __all__ = [
@@ -104,11 +105,13 @@ def path_class(plan: NetworkPlan, hosts: Iterable[str]) -> str:
     return IN_RACK if len(racks) == 1 else CROSS_RACK
 
 
-def _placement(cluster: Cluster, layout: Sequence[Sequence[Any]]) -> Placement:
+def _placement(cluster: Cluster, layout: Layout) -> Placement | None:
     index = {s.name: i for i, s in enumerate(cluster.servers)}
+    if any(a not in index for a, _, _ in layout):
+        return None
     return Placement(
-        tuple((index[str(a)], int(w)) for a, w, _ in layout if int(w)),
-        tuple((index[str(a)], int(p)) for a, _, p in layout if int(p)),
+        tuple((index[a], w) for a, w, _ in layout if w),
+        tuple((index[a], p) for a, _, p in layout if p),
     )
 
 
@@ -155,19 +158,11 @@ def comm_report(
         measured = []
         for row in by_slot[slot]:
             job = specs[row["job_id"]]
-            placement = _placement(cluster, row["layout"])
+            m = measurement_from_row(row, lambda layout: _placement(cluster, layout))
+            if m is None:
+                continue
+            placement = m.placement
             compute, comm = model.iteration_parts(job, placement)
-            gbps = row.get("comm_gbps")
-            m = Measurement(
-                job_id=job.job_id,
-                slot=slot,
-                placement=placement,
-                iterations=float(row["iterations"]),
-                iteration_time_s=float(row["iteration_s"]),
-                compute_time_s=float(row["compute_s"]),
-                comm_time_s=float(row["comm_s"]),
-                comm_gbps=float(gbps) if isinstance(gbps, (int, float)) else None,
-            )
             comm_rows.append(
                 CommRow(
                     job_id=job.job_id,

@@ -37,8 +37,8 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.errors import PolicyError, SpecError, shorten
 from mlsched.core.job import JobSpec
 from mlsched.core.type_hosts import type_problems
+from mlsched.engine.charges import Charges
 from mlsched.engine.executor import Executor, SlotReport
-from mlsched.engine.link_ledger import LinkLedger, ring_problem
 from mlsched.engine.results import JobRecord, ModelError, RunResult, SlotOutcome, StateChange
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
@@ -119,17 +119,11 @@ class Engine:
         self._active: dict[str, JobRecord] = {}
         self._arrivals: deque[JobSpec] = deque()
         self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
-        self._used = np.zeros_like(cluster.capacity)
-        self._links = LinkLedger(cluster)
-        self._prev: dict[str, Placement] = {}
+        self._charges = Charges(cluster)
         self._was_running: list[str] | None = None
         self._util_rows: list[np.ndarray] = []
         self.model_errors: list[ModelError] = []
         self._idle = 0
-        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
-        self._demand_cache: dict[tuple[str, Placement], list[tuple[int, np.ndarray]]] = {}
-        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
-        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
         self._seed = seed
         self._catalogue = tuple(j.public() for j in catalogue)
         self._parked: dict[str, JobRecord] = {}  # admitted, but the policy could not re-admit
@@ -191,11 +185,7 @@ class Engine:
         record.reason = reason
         self._parked.pop(job_id, None)
         if self._active.pop(job_id, None) is not None:
-            prev = self._prev.pop(job_id, None)
-            if prev is not None:
-                self._links.change(record.spec, prev, None)
-                for s, u in self._rows(record.spec, prev):
-                    self._used[s] -= u
+            self._charges.release(record.spec)
             self.policy.release(job_id)
         return record
 
@@ -211,14 +201,8 @@ class Engine:
         self.cluster = cluster
         self.runtime.set_cluster(cluster)
         self.policy = policy
-        self._used = np.zeros_like(cluster.capacity)
-        self._links = LinkLedger(cluster)
-        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
-        self._prev.clear()
+        self._charges = Charges(cluster)
         self._was_running = None
-        self._demand_cache.clear()
-        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
-        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
         self._setup_policy()
         return self._readmit()
 
@@ -264,17 +248,17 @@ class Engine:
     @property
     def placements(self) -> dict[str, Placement]:
         """Where each job runs in the current slot."""
-        return dict(self._prev)
+        return self._charges.placements
 
     @property
     def used(self) -> np.ndarray:
         """Resources in use per server (servers x resources), as allocated this slot."""
-        return self._used.copy()
+        return self._charges.used.copy()
 
     @property
     def link_used(self) -> np.ndarray:
         """Gbit/s reserved per link (``cluster.links`` order), as allocated this slot."""
-        return self._links.used.copy()
+        return self._charges.links.used.copy()
 
     @property
     def waiting(self) -> tuple[str, ...]:
@@ -290,7 +274,7 @@ class Engine:
             cluster=self.cluster,
             runtime=self.runtime,
             jobs=self._active,
-            used=self._used,
+            used=self._charges.used,
             done=done,
         )
 
@@ -459,99 +443,16 @@ class Engine:
         return n
 
     # Allocation checks ------------------------------------------------------------------
-    def _rows(self, job: JobSpec, p: Placement) -> list[tuple[int, np.ndarray]]:
-        key = (job.job_id, p)
-        rows = self._demand_cache.get(key)
-        if rows is None:
-            rows = list(p.usage(job, self.cluster).items())
-            if len(self._demand_cache) > 100_000:
-                self._demand_cache.clear()
-            self._demand_cache[key] = rows
-        return rows
-
     def _check_and_account(self, t: int, allocation: Allocation) -> None:
-        name = self.policy.name
-        touched: set[int] = set()
-        n_servers = len(self.cluster)
-        for job_id, p in allocation.items():
-            record = self._active.get(job_id)
-            if record is None:
+        for job_id in allocation:
+            if job_id not in self._active:
                 state = self.records[job_id].state.value if job_id in self.records else "unknown"
                 raise PolicyError(
-                    name, f"slot {t}: allocated to job {job_id!r} which is {state}, not active"
+                    self.policy.name,
+                    f"slot {t}: allocated to job {job_id!r} which is {state}, not active",
                 )
-            prev = self._prev.get(job_id)
-            if prev is p or prev == p:
-                continue
-            job = record.spec
-            n_w = p.n_workers
-            if n_w > job.worker_cap or n_w < job.min_workers:
-                raise PolicyError(
-                    name,
-                    f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
-                    f"{job.min_workers}..{job.worker_cap}",
-                )
-            if job.uses_ps and p.n_ps < 1:
-                raise PolicyError(name, f"slot {t}: PS job {job_id!r} got no parameter server")
-            if not job.uses_ps and p.n_ps:
-                raise PolicyError(name, f"slot {t}: all-reduce job {job_id!r} got {p.n_ps} PSs")
-            for s, _ in p.workers:
-                if not 0 <= s < n_servers or not self._worker_ok[s]:
-                    raise PolicyError(
-                        name,
-                        f"slot {t}: job {job_id!r} has workers on server "
-                        f"{s}, which does not host workers",
-                    )
-                gpu = self.cluster.servers[s].gpu_type
-                if job.gpu_type is not None and gpu != job.gpu_type:
-                    raise PolicyError(
-                        name,
-                        f"slot {t}: job {job_id!r} needs GPU type "
-                        f"{job.gpu_type}, server {s} has {gpu}",
-                    )
-            for s, _ in p.ps:
-                if not 0 <= s < n_servers or not self._ps_ok[s]:
-                    raise PolicyError(
-                        name,
-                        f"slot {t}: job {job_id!r} has PSs on server {s}, which does not host PSs",
-                    )
-            why = ring_problem(job, p)
-            if why:
-                raise PolicyError(name, f"slot {t}: job {job_id!r}: {why}")
-            self._links.change(job, prev, p)
-            if prev is not None:
-                for s, u in self._rows(job, prev):
-                    self._used[s] -= u
-                    touched.add(s)
-            for s, u in self._rows(job, p):
-                self._used[s] += u
-                touched.add(s)
-        for job_id in [j for j in self._prev if j not in allocation]:
-            record = self.records[job_id]
-            prev = self._prev.pop(job_id)
-            self._links.change(record.spec, prev, None)
-            for s, u in self._rows(record.spec, prev):
-                self._used[s] -= u
-                touched.add(s)
-        for job_id, p in allocation.items():
-            self._prev[job_id] = p
-        if touched:
-            idx = sorted(touched)
-            over = self._used[idx] - self.cluster.capacity[idx]
-            if np.any(over > 1e-6):
-                i, r = np.argwhere(over > 1e-6)[0]
-                server = self.cluster.servers[idx[i]]
-                resource = self.cluster.resource_names[r]
-                raise PolicyError(
-                    name,
-                    f"slot {t}: server {server.name} over-allocated on "
-                    f"{resource}: uses {self._used[idx[i], r]:g} of "
-                    f"{self.cluster.capacity[idx[i], r]:g}",
-                )
-        over_link = self._links.overload()
-        if over_link:
-            raise PolicyError(name, f"slot {t}: {over_link}")
-        self._util_rows.append(self._used.sum(axis=0) / self._total)
+        self._charges.charge(self.policy.name, t, allocation, self.records)
+        self._util_rows.append(self._charges.utilization())
 
     # Accounting -------------------------------------------------------------------------
     def _account(self, t: int, allocation: Allocation, report: SlotReport) -> None:
@@ -620,13 +521,7 @@ class Engine:
                 self._end(job_id, JobState.FAILED, reason)
         finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
         for job_id in finished:
-            del self._active[job_id]
-            if job_id in self._prev:
-                record = self.records[job_id]
-                prev = self._prev.pop(job_id)
-                self._links.change(record.spec, prev, None)  # its ring hops are free again
-                for s, u in self._rows(record.spec, prev):
-                    self._used[s] -= u
+            self._charges.release(self._active.pop(job_id).spec)
         if finished:
             view = self.view()
             for job_id in finished:

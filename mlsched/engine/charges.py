@@ -1,0 +1,151 @@
+"""What the current allocation charges to the cluster, and the checks before a charge.
+
+The engine keeps one :class:`Charges` per cluster: the resources in use per server, the
+bandwidth reserved per link, and the placement each running job holds. An allocation is
+checked against the cluster (worker bounds, parameter servers, pools, GPU types, rings,
+capacity, links) as it is charged: a bad one is a :class:`PolicyError` naming the policy,
+never silently trimmed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from mlsched.core.allocation import Allocation, Placement
+from mlsched.core.cluster import Cluster
+from mlsched.core.errors import PolicyError
+from mlsched.core.job import JobSpec
+from mlsched.engine.link_ledger import LinkLedger, ring_problem
+from mlsched.engine.results import JobRecord
+
+__all__ = ["Charges"]
+
+Rows = list[tuple[int, np.ndarray]]
+
+
+class Charges:
+    """Resources, link bandwidth and placements charged by the current allocation."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        #: Resources in use per server (servers x resources); policies' views read it live.
+        self.used = np.zeros_like(cluster.capacity)
+        self.links = LinkLedger(cluster)
+        self._placed: dict[str, Placement] = {}  # in the order the jobs were first placed
+        self._total = np.where(cluster.total > 0, cluster.total, 1.0)
+        self._demand_cache: dict[tuple[str, Placement], Rows] = {}
+        self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
+        self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+
+    @property
+    def placements(self) -> dict[str, Placement]:
+        """Where each job runs in the current slot (a copy)."""
+        return dict(self._placed)
+
+    def utilization(self) -> np.ndarray:
+        """Used / total capacity per resource, summed over servers."""
+        return self.used.sum(axis=0) / self._total
+
+    def release(self, job: JobSpec) -> None:
+        """A job that ended: its resources and ring hops are free again."""
+        prev = self._placed.pop(job.job_id, None)
+        if prev is not None:
+            self.links.change(job, prev, None)  # its ring hops are free again
+            for s, u in self._rows(job, prev):
+                self.used[s] -= u
+
+    def charge(
+        self, policy: str, t: int, allocation: Allocation, records: Mapping[str, JobRecord]
+    ) -> None:
+        """Check slot ``t``'s allocation by ``policy`` and charge it in place of the last
+        one (``records``: every job by id). Raises :class:`PolicyError`."""
+        touched: set[int] = set()
+        for job_id, p in allocation.items():
+            prev = self._placed.get(job_id)
+            if prev is p or prev == p:
+                continue
+            job = records[job_id].spec
+            self._check(policy, t, job, p)
+            self.links.change(job, prev, p)
+            if prev is not None:
+                for s, u in self._rows(job, prev):
+                    self.used[s] -= u
+                    touched.add(s)
+            for s, u in self._rows(job, p):
+                self.used[s] += u
+                touched.add(s)
+        for job_id in [j for j in self._placed if j not in allocation]:
+            prev = self._placed.pop(job_id)
+            job = records[job_id].spec
+            self.links.change(job, prev, None)
+            for s, u in self._rows(job, prev):
+                self.used[s] -= u
+                touched.add(s)
+        for job_id, p in allocation.items():
+            self._placed[job_id] = p
+        if touched:
+            self._check_capacity(policy, t, sorted(touched))
+        over_link = self.links.overload()
+        if over_link:
+            raise PolicyError(policy, f"slot {t}: {over_link}")
+
+    def _rows(self, job: JobSpec, p: Placement) -> Rows:
+        key = (job.job_id, p)
+        rows = self._demand_cache.get(key)
+        if rows is None:
+            rows = list(p.usage(job, self.cluster).items())
+            if len(self._demand_cache) > 100_000:
+                self._demand_cache.clear()
+            self._demand_cache[key] = rows
+        return rows
+
+    def _check(self, name: str, t: int, job: JobSpec, p: Placement) -> None:
+        job_id, n_servers = job.job_id, len(self.cluster)
+        n_w = p.n_workers
+        if n_w > job.worker_cap or n_w < job.min_workers:
+            raise PolicyError(
+                name,
+                f"slot {t}: job {job_id!r} got {n_w} workers, allowed "
+                f"{job.min_workers}..{job.worker_cap}",
+            )
+        if job.uses_ps and p.n_ps < 1:
+            raise PolicyError(name, f"slot {t}: PS job {job_id!r} got no parameter server")
+        if not job.uses_ps and p.n_ps:
+            raise PolicyError(name, f"slot {t}: all-reduce job {job_id!r} got {p.n_ps} PSs")
+        for s, _ in p.workers:
+            if not 0 <= s < n_servers or not self._worker_ok[s]:
+                raise PolicyError(
+                    name,
+                    f"slot {t}: job {job_id!r} has workers on server "
+                    f"{s}, which does not host workers",
+                )
+            gpu = self.cluster.servers[s].gpu_type
+            if job.gpu_type is not None and gpu != job.gpu_type:
+                raise PolicyError(
+                    name,
+                    f"slot {t}: job {job_id!r} needs GPU type {job.gpu_type}, server {s} has {gpu}",
+                )
+        for s, _ in p.ps:
+            if not 0 <= s < n_servers or not self._ps_ok[s]:
+                raise PolicyError(
+                    name,
+                    f"slot {t}: job {job_id!r} has PSs on server {s}, which does not host PSs",
+                )
+        why = ring_problem(job, p)
+        if why:
+            raise PolicyError(name, f"slot {t}: job {job_id!r}: {why}")
+
+    def _check_capacity(self, name: str, t: int, idx: list[int]) -> None:
+        over = self.used[idx] - self.cluster.capacity[idx]
+        if np.any(over > 1e-6):
+            i, r = np.argwhere(over > 1e-6)[0]
+            server = self.cluster.servers[idx[i]]
+            resource = self.cluster.resource_names[r]
+            raise PolicyError(
+                name,
+                f"slot {t}: server {server.name} over-allocated on "
+                f"{resource}: uses {self.used[idx[i], r]:g} of "
+                f"{self.cluster.capacity[idx[i], r]:g}",
+            )

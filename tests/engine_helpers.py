@@ -1,0 +1,35 @@
+"""The tests' one way to build an engine: :func:`mlsched.engine.builder.build_engine`, the
+builder the CLI, experiments and benchmarks use, with the tests' default slot length.
+
+A plain function rather than a fixture: Hypothesis strategies and module-level helpers
+build engines too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mlsched.core.cluster import Cluster
+from mlsched.core.job import JobSpec
+from mlsched.engine.builder import build_engine
+from mlsched.engine.engine import Engine
+from mlsched.scheduler.policy import Policy
+
+__all__ = ["SLOT_S", "make_engine"]
+
+#: The tests' slot length, seconds (a test that depends on it names its own).
+SLOT_S = 10.0
+
+
+def make_engine(
+    cluster: Cluster,
+    policy: Policy | str,
+    jobs: Iterable[JobSpec] = (),
+    *,
+    slot_seconds: float = SLOT_S,
+    **kw: Any,
+) -> Engine:
+    """An engine for ``policy`` on ``cluster`` with ``jobs`` submitted; every other keyword
+    goes to ``build_engine`` (truth, horizon, executor, families, ...)."""
+    return build_engine(cluster, policy, jobs, slot_seconds=slot_seconds, **kw)

@@ -23,6 +23,7 @@ import pytest
 
 from mlsched.core.errors import SpecError
 from mlsched.emulation.cluster import EmulatedCluster
+from mlsched.emulation.cpu_share import group_pids
 from mlsched.emulation.netns import (
     EmulationUnavailable,
     ip,
@@ -61,6 +62,7 @@ def make_cluster(tmp_path: Path) -> Iterator[Make]:
         cluster.close(grace_s=5.0)
         assert not set(cluster.state.namespaces) & netns_names()
         assert not any((Path("/etc/netns") / ns).exists() for ns in cluster.state.namespaces)
+        assert not any(Path(g).exists() for g in cluster.state.cpu_groups.values())
 
 
 def _in_test_nets(addr: str) -> bool:
@@ -209,6 +211,13 @@ def test_cluster_up_then_down_after_a_crash(tmp_path: Path) -> None:
         procs = {p.name: p for p in state.processes}
         assert set(procs) == {"controller", "h0", "h1"} and all(p.alive() for p in procs.values())
         assert procs["h0"].netns == info["hosts"][0]["netns"] and procs["controller"].netns == ""
+        # Each agent runs in its host's cpu group (where the machine has the controller).
+        groups = {ns: Path(g) for ns, g in state.cpu_groups.items()}
+        assert info["cpu_groups"] == state.cpu_groups
+        for name in ("h0", "h1"):
+            group = groups.get(procs[name].netns)
+            if group is not None:
+                assert procs[name].pid in group_pids(group)
         # The agents registered with their namespace addresses as their hosts, in their racks.
         status = _mlsched(
             "status", "--json", "--controller", state.controller,
@@ -235,6 +244,7 @@ def test_cluster_up_then_down_after_a_crash(tmp_path: Path) -> None:
     assert not set(state.namespaces) & netns_names()
     assert not any(p.alive() for p in state.processes)
     assert not state_path.exists()
+    assert not any(g.exists() for g in groups.values())
     again = _mlsched("cluster", "down", "--state", str(state_path))
     assert again.returncode == 0 and "nothing to remove" in again.stdout
 

@@ -62,6 +62,19 @@ def add_emulation_parser(sub: Any) -> None:
     up.add_argument("--gpus", type=int, default=1, help="stand-in GPUs each agent declares")
     up.add_argument("--cpus", type=positive_float, default=2.0, help="cores each agent declares")
     up.add_argument("--mem-gb", type=positive_float, default=4.0, help="memory each declares")
+    up.add_argument(
+        "--host-cpus",
+        type=positive_float,
+        default=None,
+        help="real cores each host may use (cgroup cpu quota; default: 90%% of the "
+        "machine's cores divided among the hosts)",
+    )
+    up.add_argument(
+        "--no-isolate-cpu",
+        dest="isolate_cpu",
+        action="store_false",
+        help="let the hosts share the machine's cores (a job's speed then depends on the others)",
+    )
     up.add_argument("--policy", default="fifo", help="the controller's policy")
     up.add_argument("--slot-seconds", type=positive_float, default=10.0, help="slot length")
     up.add_argument("--json", action="store_true", help="print the cluster as JSON")
@@ -121,6 +134,8 @@ def _up(args: argparse.Namespace, path: Path) -> int:
         gpus=args.gpus,
         cpus=args.cpus,
         mem_gb=args.mem_gb,
+        isolate_cpu=args.isolate_cpu,
+        host_cpus=args.host_cpus,
     )
     cluster = EmulatedCluster.create(spec, path)
     try:
@@ -186,6 +201,8 @@ def _description(cluster: EmulatedCluster) -> dict[str, Any]:
         "files": str(cluster.files),
         "namespaces": list(state.namespaces),
         "root_links": list(state.root_links),
+        "cpu_isolation": state.cpu_isolation,
+        "cpu_groups": dict(state.cpu_groups),
         "hosts": [
             {k: getattr(h, k) for k in ("name", "rack", "pool", "netns", "data_addr", "mgmt_addr")}
             for h in plan.hosts
@@ -205,6 +222,7 @@ def _summary(cluster: EmulatedCluster) -> str:
         f"cluster {plan.cluster_id}: {spec.hosts} hosts in {spec.racks} racks, "
         f"{spec.host_gbps:g} Gbit/s host links, {spec.rack_gbps:g} Gbit/s rack uplinks"
         + (f", {spec.rtt_ms:g} ms added round trip between racks" if spec.rtt_ms else ""),
+        f"CPUs: {state.cpu_isolation or 'not isolated'}",
     ]
     for h in plan.hosts:
         alive = any(p.name == h.name and p.alive() for p in state.processes)

@@ -25,6 +25,14 @@ from types import TracebackType
 
 from mlsched.core.cluster import Topology
 from mlsched.core.errors import SpecError
+from mlsched.emulation.cpu_share import (
+    cpu_control,
+    host_group,
+    join_argv,
+    make_group,
+    remove_group,
+    usable_cores,
+)
 from mlsched.emulation.netns import (
     EmulationError,
     netns_exec,
@@ -66,12 +74,18 @@ class EmulatedCluster:
         require_emulation()
         path = Path(state_path or default_state_path()).absolute()
         _refuse_live_state(path)
+        share = spec.cpu_share(usable_cores()) if spec.isolate_cpu else 0.0  # refused early
         state = ClusterState(path, cluster_id="", spec=spec.to_dict(), block=-1)
         try:
             plan = build_network(spec, state)  # removes what it made when it fails
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+            raise
+        try:
+            _isolate_hosts(plan, state, share)
+        except BaseException:
+            teardown(state)
             raise
         return cls(state, plan)
 
@@ -136,6 +150,11 @@ class EmulatedCluster:
             self._agent_secret = _secret_file(self.run_dir / "agent-secret")
         return self._token, self._agent_secret
 
+    @property
+    def cpu_isolation(self) -> str:
+        """How the hosts share the machine's CPUs, in words."""
+        return self.state.cpu_isolation
+
     def exec_argv(self, host: str, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside host ``host``'s namespace."""
         return netns_exec(self.plan.host(host).netns, argv)
@@ -151,9 +170,13 @@ class EmulatedCluster:
         log_path = logs / f"{name}.log"
         env = {**os.environ}
         env.setdefault("OMP_NUM_THREADS", "1")  # a few cores shared by every host
+        command = netns_exec(netns, argv) if netns else list(argv)
+        group = self.state.cpu_groups.get(netns) if netns else None
+        if group:
+            command = join_argv(Path(group), command)
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(
-                netns_exec(netns, argv) if netns else list(argv),
+                command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -287,9 +310,37 @@ def teardown(state: ClusterState, *, grace_s: float = 15.0) -> list[str]:
             if killed:
                 removed.append(f"{killed} leftover process(es) in {ns}")
     removed += remove_network(state)
+    for group in state.cpu_groups.values():
+        path = Path(group)
+        if remove_group(path, stop_at=path.parents[2]):  # <root>/mlsched/<id>/<host>
+            removed.append(f"cpu group {path}")
     with contextlib.suppress(FileNotFoundError):
         state.path.unlink()
     return removed
+
+
+def _isolate_hosts(plan: NetworkPlan, state: ClusterState, share: float) -> None:
+    """Give each host a cpu control group of ``share`` cores (0: no isolation), or say in
+    the state why the hosts share the machine's CPUs."""
+    if share <= 0:
+        state.cpu_isolation = "none: the hosts share the machine's CPUs (isolate_cpu false)"
+        state.save()
+        return
+    control, why = cpu_control()
+    if control is None:
+        state.cpu_isolation = f"none: the hosts share the machine's CPUs ({why})"
+        log.warning("[emulation] hosts not isolated: %s", why)
+        state.save()
+        return
+    for host in plan.hosts:
+        path = host_group(control, plan.cluster_id, host.name)
+        state.add_cpu_group(host.netns, str(path))  # listed before it is made
+        make_group(control, path, share)
+    state.cpu_isolation = (
+        f"{share:.3g} cores per host (cgroup v{control.version} cpu quota, "
+        f"{usable_cores()} cores on the machine)"
+    )
+    state.save()
 
 
 def _stop(entries: Sequence[ProcessEntry], grace_s: float) -> None:

@@ -89,6 +89,9 @@ class ClusterState:
     root_links: list[str] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)  # made outside the run directory
     processes: list[ProcessEntry] = field(default_factory=list)
+    #: Each host's cpu control group, by namespace (made after it is listed here).
+    cpu_groups: dict[str, str] = field(default_factory=dict)
+    cpu_isolation: str = ""  # how the hosts' CPUs are shared, in words
     controller: str = ""  # HOST:PORT once a controller process runs
     phase: str = "building"  # building -> up
     created_unix: float = field(default_factory=time.time)
@@ -124,6 +127,10 @@ class ClusterState:
 
     def add_dir(self, path: str) -> None:
         self.dirs.append(path)
+        self.save()
+
+    def add_cpu_group(self, netns: str, path: str) -> None:
+        self.cpu_groups[netns] = path
         self.save()
 
     def add_process(self, entry: ProcessEntry) -> None:

@@ -64,6 +64,9 @@ class EmulationSpec:
     """The cluster to emulate. Hosts fill racks in order (4 hosts in 2 racks: h0, h1 in
     rack0 and h2, h3 in rack1). Each agent declares ``gpus`` stand-in GPUs of ``gpu_type``,
     ``cpus`` cores and ``mem_gb``; ``pools`` (one per host, optional) sets each agent's pool.
+    ``isolate_cpu`` gives each host its own share of the machine's CPUs, ``host_cpus`` cores
+    (default: 90 % of the machine's cores divided among the hosts); see
+    :mod:`mlsched.emulation.cpu_share`.
     """
 
     hosts: int = 4
@@ -76,6 +79,8 @@ class EmulationSpec:
     cpus: float = 2.0
     mem_gb: float = 4.0
     pools: tuple[str, ...] = field(default=())
+    isolate_cpu: bool = True
+    host_cpus: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -99,6 +104,24 @@ class EmulationSpec:
         for i, pool in enumerate(self.pools):
             if pool not in _POOLS:
                 raise SpecError(f"pools[{i}]", pool, f"one of {', '.join(_POOLS)}")
+        if not isinstance(self.isolate_cpu, bool):
+            raise SpecError("isolate_cpu", self.isolate_cpu, "true or false")
+        if self.host_cpus is not None and not 0.01 <= self.host_cpus <= 1024:
+            raise SpecError("host_cpus", self.host_cpus, "cores between 0.01 and 1024")
+
+    def cpu_share(self, cores: int) -> float:
+        """Each host's CPU share on a machine of ``cores`` cores: ``host_cpus``, or 90 % of
+        the cores divided among the hosts (the rest for the controller and the machine).
+        SpecError when the shares would not fit: the hosts would no longer be isolated."""
+        share = self.host_cpus if self.host_cpus is not None else 0.9 * cores / self.hosts
+        if share * self.hosts > cores + 1e-9:
+            raise SpecError(
+                "host_cpus",
+                share,
+                f"at most {cores / self.hosts:.3g} cores per host ({cores} cores, "
+                f"{self.hosts} hosts), or isolate_cpu false",
+            )
+        return share
 
     def rack_of(self, host: int) -> int:
         """Racks take contiguous runs of hosts, the first racks one more when uneven."""
@@ -133,6 +156,8 @@ class EmulationSpec:
             "cpus": self.cpus,
             "mem_gb": self.mem_gb,
             "pools": list(self.pools),
+            "isolate_cpu": self.isolate_cpu,
+            "host_cpus": self.host_cpus,
         }
 
     @classmethod

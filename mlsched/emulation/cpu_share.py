@@ -1,0 +1,157 @@
+"""Each emulated host's own share of the machine's CPUs, through the cgroup cpu controller.
+
+Emulated hosts are processes of one machine: without a limit, a job's speed would depend on
+whatever else runs anywhere on it, which no model of a real cluster has. Each host gets a
+control group with a CFS bandwidth limit (``cpu.cfs_quota_us`` under cgroup v1,
+``cpu.max`` under v2) of ``host_cpus`` cores; its agent is started inside the group, so the
+agent and every training process it launches share that host's cores and no other's. With
+the quotas summing to less than the machine's cores, a host gets its share whatever the
+others do (the rest of the machine, the controller included, keeps the remainder).
+
+Groups live at ``<cpu hierarchy>/mlsched/<cluster id>/<host>``; the state file lists them
+before they are made, and teardown removes them (after every process in them is gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "PERIOD_US",
+    "CpuControl",
+    "cpu_control",
+    "group_pids",
+    "host_group",
+    "join_argv",
+    "make_group",
+    "remove_group",
+    "usable_cores",
+]
+
+#: The CFS period, microseconds (the kernel's default): a quota is cores x this.
+PERIOD_US = 100_000
+_MOUNTS = Path("/proc/self/mounts")
+
+
+@dataclass(frozen=True)
+class CpuControl:
+    """Where the cpu controller can be driven from: its hierarchy and cgroup version."""
+
+    root: Path
+    version: int  # 1: the v1 ``cpu`` hierarchy; 2: the unified hierarchy
+
+
+def cpu_control(mounts: Path = _MOUNTS) -> tuple[CpuControl | None, str]:
+    """The writable cpu controller of this machine, or None with the reason why not."""
+    try:
+        lines = mounts.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        return None, f"cannot read {mounts}: {err}"
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        where, kind, options = Path(parts[1]), parts[2], parts[3].split(",")
+        if kind == "cgroup" and "cpu" in options:
+            found = CpuControl(where, 1)
+        elif kind == "cgroup2" and "cpu" in _controllers(where):
+            found = CpuControl(where, 2)
+        else:
+            continue
+        if os.access(where, os.W_OK):
+            return found, ""
+        return None, f"the cpu controller at {where} is not writable (run as root)"
+    return None, "no cgroup cpu controller is mounted"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def host_group(control: CpuControl, cluster_id: str, host: str) -> Path:
+    return control.root / "mlsched" / cluster_id / host
+
+
+def make_group(control: CpuControl, path: Path, cores: float) -> None:
+    """Create ``path`` limited to ``cores`` CPUs (``cores`` x :data:`PERIOD_US` of run time
+    per period)."""
+    quota = max(1000, round(cores * PERIOD_US))  # the kernel's floor is 1 ms
+    if control.version == 2:
+        # A v2 child can use the controller only where every ancestor delegates it.
+        for parent in reversed(path.parents):
+            if parent == control.root or control.root in parent.parents:
+                parent.mkdir(exist_ok=True)
+                _write(parent / "cgroup.subtree_control", "+cpu")
+        path.mkdir(exist_ok=True)
+        _write(path / "cpu.max", f"{quota} {PERIOD_US}")
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        _write(path / "cpu.cfs_period_us", str(PERIOD_US))
+        _write(path / "cpu.cfs_quota_us", str(quota))
+
+
+def join_argv(path: Path, argv: list[str]) -> list[str]:
+    """``argv`` started inside group ``path``: a shell moves itself in, then becomes the
+    command, so the command and everything it starts are in the group from their first
+    instruction."""
+    return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(path / "cgroup.procs"), *argv]
+
+
+def group_pids(path: Path) -> list[int]:
+    try:
+        text = (path / "cgroup.procs").read_text(encoding="ascii")
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def remove_group(path: Path, *, stop_at: Path) -> bool:
+    """Kill what is left in ``path`` and remove it, then its empty parents up to (not
+    including) ``stop_at``. True when it existed."""
+    if not path.is_dir():
+        return False
+    for _ in range(50):
+        pids = [p for p in group_pids(path) if p != os.getpid()]
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    _rmdir(path)
+    for parent in path.parents:
+        if parent == stop_at or stop_at not in parent.parents:
+            break
+        with contextlib.suppress(OSError):  # not empty: another cluster's groups
+            parent.rmdir()
+    return True
+
+
+def _rmdir(path: Path) -> None:
+    for _ in range(50):  # a group empties a moment after its last process is reaped
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    path.rmdir()
+
+
+def _controllers(root: Path) -> list[str]:
+    try:
+        return (root / "cgroup.controllers").read_text(encoding="ascii").split()
+    except OSError:
+        return []
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(text)

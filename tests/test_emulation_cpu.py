@@ -1,0 +1,113 @@
+"""Emulated hosts have CPUs of their own: a process on a host runs at the host's share,
+whatever else runs on the machine.
+
+Plausible bugs this catches: the agent started outside its host's group (its trainers then
+take any core), a quota written in the wrong unit (cores read as microseconds), groups left
+behind by teardown, a default share that oversubscribes the machine (the hosts then slow
+each other down again), and the cpu controller's mount misread.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mlsched.core.errors import SpecError
+from mlsched.emulation.cluster import EmulatedCluster
+from mlsched.emulation.cpu_share import PERIOD_US, cpu_control
+from mlsched.emulation.netns import EmulationUnavailable, missing_requirements
+from mlsched.emulation.topology import EmulationSpec
+
+pytestmark = pytest.mark.processes
+
+_CONTROL, _WHY = cpu_control()
+_MISSING = [*missing_requirements(), *([] if _CONTROL else [_WHY])]
+needs_root = pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ok")
+
+BURN = [sys.executable, "-c", "while True: pass"]
+
+
+def test_the_cpu_controller_is_found_in_v1_and_v2_mounts(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1cpu", tmp_path / "unified"
+    v1.mkdir()
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        f"cgroup {tmp_path}/v1mem cgroup rw,relatime,memory 0 0\n"
+        f"cgroup {v1} cgroup rw,relatime,cpu 0 0\n"
+    )
+    control, why = cpu_control(mounts)
+    assert control is not None and (control.root, control.version, why) == (v1, 1, "")
+    mounts.write_text(f"cgroup2 {v2} cgroup2 rw,nosuid 0 0\n")
+    control, _ = cpu_control(mounts)
+    assert control is not None and (control.root, control.version) == (v2, 2)
+    (v2 / "cgroup.controllers").write_text("memory pids\n")
+    control, why = cpu_control(mounts)
+    assert control is None and "no cgroup cpu controller" in why
+
+
+def test_a_share_that_oversubscribes_the_machine_is_refused_by_name() -> None:
+    assert EmulationSpec(hosts=4).cpu_share(2) == pytest.approx(0.45)
+    assert EmulationSpec(hosts=2, host_cpus=1.0).cpu_share(2) == 1.0
+    with pytest.raises(SpecError, match="host_cpus"):
+        EmulationSpec(hosts=4, host_cpus=0.6).cpu_share(2)
+    with pytest.raises(SpecError, match="host_cpus"):
+        EmulationSpec(host_cpus=0.0)
+    spec = EmulationSpec(hosts=2, host_cpus=0.5, isolate_cpu=False)
+    assert EmulationSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[EmulatedCluster]:
+    try:
+        made = EmulatedCluster.create(request.param, tmp_path / "state.json")
+    except EmulationUnavailable as err:
+        pytest.skip(str(err))
+    groups = [Path(g) for g in made.state.cpu_groups.values()]
+    yield made
+    made.close(grace_s=2.0)
+    assert not any(g.exists() for g in groups), "teardown left a cpu group"
+    assert not any(g.parent.exists() for g in groups), "teardown left the cluster's group"
+
+
+def _cores_used(procs: list[psutil.Process], seconds: float) -> list[float]:
+    """Cores each process used over ``seconds`` of wall time."""
+    before = [sum(p.cpu_times()[:2]) for p in procs]
+    time.sleep(seconds)
+    return [sum(p.cpu_times()[:2]) - b for p, b in zip(procs, before, strict=True)]
+
+
+SHARE = 0.4  # two hosts and three burners outside them still leave it to each host on 2 cores
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "cluster", [EmulationSpec(hosts=2, racks=1, host_cpus=SHARE)], indirect=True
+)
+def test_a_host_runs_at_its_share_whatever_else_runs(cluster: EmulatedCluster) -> None:
+    for path in cluster.state.cpu_groups.values():
+        if (Path(path) / "cpu.cfs_quota_us").exists():
+            assert int((Path(path) / "cpu.cfs_quota_us").read_text()) == SHARE * PERIOD_US
+    h0, h1 = cluster.plan.hosts
+    burner = psutil.Process(cluster.spawn("agent", "burn0", BURN, netns=h0.netns).pid)
+    time.sleep(0.3)  # past its start
+    [alone] = _cores_used([burner], 1.0)
+    cluster.spawn("agent", "burn1", BURN, netns=h1.netns)
+    outside = [psutil.Popen(BURN) for _ in range(3)]  # the rest of the machine, unlimited
+    try:
+        time.sleep(0.3)
+        [crowded] = _cores_used([burner], 1.0)
+    finally:
+        for p in outside:
+            p.kill()
+            p.wait()
+    print(f"h0's process: {alone:.2f} cores alone, {crowded:.2f} beside 4 others ({SHARE})")
+    assert SHARE * 0.8 <= alone <= SHARE * 1.1
+    assert SHARE * 0.8 <= crowded <= SHARE * 1.1
+    assert "0.4 cores per host" in cluster.cpu_isolation

@@ -42,6 +42,7 @@ from mlsched.emulation.cli import (
     run_emulated_experiment,
     run_emulation,
 )
+from mlsched.profiling.cli import add_profile_parser, run_profile
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
 from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 
@@ -185,6 +186,7 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")
     add_train_parser(sub)
     add_trace_parser(sub)
+    add_profile_parser(sub)
     add_cluster_parsers(sub)
     add_emulation_parser(sub)
     p = sub.add_parser(
@@ -534,6 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_cluster_command(args)
         if args.command == "trace":
             return run_trace(args)
+        if args.command == "profile":
+            return run_profile(args)
         if args.command == "agent":
             return run_agent(args)
         if args.command == "cluster":

@@ -1,0 +1,1 @@
+"""``mlsched profile``: measure what jobs cost on this machine (docs/profiles.md)."""

@@ -1,0 +1,149 @@
+"""``mlsched profile``: measure a profile, show one, and convert Gavel's throughput table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mlsched.core.errors import SpecError
+
+__all__ = ["add_profile_parser", "run_profile"]
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in _csv(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: integers separated by commas") from None
+
+
+def add_profile_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="measure what jobs cost on this machine (the simulator's truth, the model's prior)",
+        description="Measured profiles (docs/profiles.md): per model, kind and worker count, "
+        "compute and communication seconds per iteration, bytes moved, start-up, checkpoint "
+        "save/load and restart seconds.",
+    )
+    psub = p.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
+    m = psub.add_parser(
+        "measure",
+        help="run the grid's jobs here and write (or complete) a profile file",
+        description="Each cell runs its job twice for real (fresh, then resumed from its "
+        "checkpoint). The file is written after every cell; run again to resume.",
+    )
+    m.add_argument("--out", type=Path, required=True, help="profile file (JSON) to write")
+    m.add_argument(
+        "--models", type=_csv, default=None, help="models (default resnet20,vgg11-narrow,mlp)"
+    )
+    m.add_argument(
+        "--kinds", type=_csv, default=None, help="ps_async,ps_sync,ring,horovod (default all)"
+    )
+    m.add_argument("--workers", type=_ints, default=None, help="worker counts (default 1,2)")
+    m.add_argument("--steps", type=int, default=20, help="steps of each fresh run")
+    m.add_argument("--warmup", type=int, default=3, help="first steps left out of the means")
+    m.add_argument("--resume-steps", type=int, default=5, help="steps of each resumed run")
+    m.add_argument("--batch-size", type=int, default=32)
+    m.add_argument("--image-size", type=int, default=32)
+    m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    m.add_argument(
+        "--device-type", default=None, help="the cells' device type (default: the device's)"
+    )
+    s = psub.add_parser("show", help="a profile's cells as a table")
+    s.add_argument("file", type=Path)
+    s.add_argument("--json", action="store_true", help="the checked file as JSON")
+    gi = psub.add_parser("import-gavel", help="a Gavel throughput table as a profile file")
+    gi.add_argument("table", type=Path, help="Gavel's simulation_throughputs.json")
+    gi.add_argument("--out", type=Path, required=True)
+    gi.add_argument("--kind", default="ring", help="the kind its jobs are taken as (default ring)")
+    ge = psub.add_parser("export-gavel", help="a profile's cells as Gavel's throughput table")
+    ge.add_argument("file", type=Path)
+    ge.add_argument("--out", type=Path, required=True)
+    ge.add_argument("--kind", default="ring", help="which kind's cells (default ring)")
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from mlsched.perfmodel.profile import Profile, from_gavel, load_profile, merge, to_gavel
+
+    action = args.profile_command
+    if action == "measure":
+        return _measure(args)
+    if action == "show":
+        profile = load_profile(args.file)
+        if args.json:
+            print(json.dumps(profile.to_dict(), indent=1))
+        else:
+            print(profile_table(profile))
+        return 0
+    if action == "import-gavel":
+        try:
+            table = json.loads(args.table.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise SpecError("table", str(args.table), f"a readable JSON file ({err})") from None
+        cells, left_out = from_gavel(table, kind=args.kind, where=str(args.table))
+        source = {"imported_from": str(args.table), "format": "gavel"}
+        profile = merge(Profile({}, {"type": "gavel"}, source), cells)
+        profile.save(args.out)
+        print(f"{len(cells)} cells from {args.table} -> {args.out}")
+        if left_out:
+            print(
+                f"left out {len(left_out)} with throughput 0 (not runnable): {', '.join(left_out)}"
+            )
+        return 0
+    profile = load_profile(args.file)
+    table = to_gavel(profile, kind=args.kind)
+    args.out.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    print(f"{sum(len(v) for v in table.values())} {args.kind} cells -> {args.out}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from mlsched.profiling.grid import Grid, run_grid
+    from mlsched.profiling.measure import Settings
+
+    grid_args = {k: getattr(args, k) for k in ("models", "kinds", "workers") if getattr(args, k)}
+    grid = Grid(**grid_args)
+    settings = Settings(
+        steps=args.steps,
+        warmup=args.warmup,
+        resume_steps=args.resume_steps,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        device=args.device,
+    )
+    run = run_grid(
+        grid, settings, args.out, device_type=args.device_type, say=lambda s: print(s, flush=True)
+    )
+    print(profile_table(run.profile))
+    for cell, why in run.skipped:
+        print(f"skipped {' '.join(map(str, cell))}: {why}")
+    for cell, why in run.failed:
+        print(f"failed {' '.join(map(str, cell))}: {why}", file=sys.stderr)
+    return 1 if run.failed else 0
+
+
+def profile_table(profile: Any) -> str:
+    head = (
+        f"{'model':<14} {'kind':<9} {'w':>2} {'device':<8} {'s/it':>8} {'compute':>8} "
+        f"{'comm':>8} {'MB/it':>7} {'start':>6} {'save':>6} {'load':>6} {'restart':>7}"
+    )
+    lines = [head, "-" * len(head)]
+
+    def f(v: float | None, scale: float = 1.0, digits: int = 4) -> str:
+        return "-" if v is None else f"{v * scale:.{digits}f}"
+
+    for c in sorted(profile.cells, key=lambda c: c.key):
+        lines.append(
+            f"{c.model:<14} {c.kind:<9} {c.workers:>2} {c.device_type:<8} {f(c.iteration_s):>8} "
+            f"{f(c.compute_s):>8} {f(c.comm_s):>8} {f(c.bytes_per_iteration, 1e-6, 2):>7} "
+            f"{f(c.startup_s, digits=2):>6} {f(c.checkpoint_save_s, digits=3):>6} "
+            f"{f(c.checkpoint_load_s, digits=3):>6} {f(c.restart_s, digits=2):>7}"
+        )
+    return "\n".join(lines)

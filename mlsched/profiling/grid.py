@@ -1,0 +1,127 @@
+"""A profile's grid, and the run that fills a profile file cell by cell.
+
+The run writes the file after every cell (atomically), so an interrupted run keeps what it
+measured; run again with the same file and settings, it measures only the cells missing.
+A file measured elsewhere (another machine, device or settings) is refused, the differing
+field named: one file holds the numbers of one machine.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlsched.core.errors import SpecError
+from mlsched.perfmodel.profile import KINDS, Profile, load_profile
+from mlsched.profiling.measure import Settings, device_info, machine_info, measure_cell
+
+__all__ = ["MAX_CELLS", "Grid", "ProfileRun", "run_grid"]
+
+#: A grid measures at most this many cells (each is two real runs of a job).
+MAX_CELLS = 200
+MAX_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: tuple[str, ...] = ("resnet20", "vgg11-narrow", "mlp")
+    kinds: tuple[str, ...] = KINDS
+    workers: tuple[int, ...] = (1, 2)
+
+    def __post_init__(self) -> None:
+        from mlsched.trainers.models import model_names
+
+        known = model_names()
+        for i, m in enumerate(self.models):
+            if m not in known:
+                raise SpecError(f"models[{i}]", m, f"one of {', '.join(known)}")
+        for i, k in enumerate(self.kinds):
+            if k not in KINDS:
+                raise SpecError(f"kinds[{i}]", k, f"one of {', '.join(KINDS)}")
+        for i, w in enumerate(self.workers):
+            if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= MAX_WORKERS:
+                raise SpecError(f"workers[{i}]", w, f"an integer in 1..{MAX_WORKERS}")
+        for name in ("models", "kinds", "workers"):
+            values = getattr(self, name)
+            if not values or len(set(values)) != len(values):
+                raise SpecError(name, list(values), "one or more values, each once")
+        if self.size > MAX_CELLS:
+            raise SpecError("grid", self.size, f"at most {MAX_CELLS} cells")
+
+    @property
+    def size(self) -> int:
+        return len(self.models) * len(self.kinds) * len(self.workers)
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        return [(m, k, w) for m in self.models for k in self.kinds for w in self.workers]
+
+
+@dataclass
+class ProfileRun:
+    profile: Profile
+    measured: list[tuple[str, str, int]]
+    kept: int  # cells already in the file
+    skipped: list[tuple[tuple[str, str, int], str]]  # (cell, why)
+    failed: list[tuple[tuple[str, str, int], str]]
+
+
+def run_grid(
+    grid: Grid,
+    settings: Settings,
+    out: Path,
+    *,
+    device_type: str | None = None,
+    say: Callable[[str], None] = print,
+) -> ProfileRun:
+    """Measure every cell of ``grid`` not yet in ``out`` and write ``out`` after each."""
+    from mlsched.trainers.allreduce.horovod import horovod_available
+
+    machine, device = machine_info(), device_info(settings.device)
+    dtype = device_type or ("cpu" if device["type"] == "cpu" else _type_name(device["name"]))
+    if out.exists():
+        profile = load_profile(out)
+        profile.check_matches(machine, device, settings.to_dict())
+    else:
+        profile = Profile(machine, device, settings.to_dict(), created_unix=time.time())
+    todo = [c for c in grid.cells() if profile.cell(*c, dtype) is None]
+    run = ProfileRun(profile, [], grid.size - len(todo), [], [])
+    say(
+        f"profile {out}: {grid.size} cells on {dtype}, {run.kept} already measured, {len(todo)} to go"
+    )
+    started = time.monotonic()
+    for i, (model, kind, workers) in enumerate(todo, 1):
+        cell = (model, kind, workers)
+        if kind == "horovod" and not horovod_available():
+            run.skipped.append((cell, "Horovod not installed (make horovod)"))
+            say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: skipped, Horovod not installed")
+            continue
+        with tempfile.TemporaryDirectory(prefix="mlsched-profile-") as work:
+            try:
+                measured = measure_cell(model, kind, workers, dtype, settings, Path(work))
+            except (RuntimeError, OSError, ValueError) as err:
+                run.failed.append((cell, str(err)[:300]))
+                say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: FAILED {str(err)[:200]}")
+                continue
+        run.profile = run.profile.with_cell(measured)
+        run.profile.save(out)
+        run.measured.append(cell)
+        left = (time.monotonic() - started) / i * (len(todo) - i)
+        say(
+            f"[{i}/{len(todo)}] {model} {kind} x{workers}: {measured.iteration_s:.4f} s/it "
+            f"(compute {measured.compute_s:.4f}, comm {measured.comm_s:.4f}), start-up "
+            f"{measured.startup_s:.2f} s, restart {measured.restart_s:.2f} s; ~{left:.0f} s left"
+        )
+    if not run.measured and not out.exists():
+        run.profile.save(out)  # an empty grid run still leaves a file that says where
+    return run
+
+
+def _type_name(name: str) -> str:
+    """A device type from a CUDA device's name: "NVIDIA H100 80GB HBM3" -> "h100"."""
+    for word in name.lower().replace("nvidia", " ").split():
+        if any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word):
+            return word
+    return name.lower().replace(" ", "-")[:32] or "gpu"

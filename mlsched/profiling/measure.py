@@ -1,0 +1,217 @@
+"""Measure one cell of a profile on this machine, with the trainers agents launch.
+
+A cell is a model, a kind (PS async, PS sync, torchrun ring, Horovod) and a worker count.
+It costs two real runs of the job and a few checkpoints in this process:
+
+1. a fresh run of ``steps`` steps: compute and communication seconds per iteration (the
+   means over every worker's iterations after ``warmup``), bytes per iteration, and the
+   start-up (launch to the first iteration's start, the slowest worker's);
+2. a resumed run of ``resume_steps`` more from the checkpoint the first left: its start-up
+   (launch to the first iteration, loading the checkpoint included) plus the checkpoint's
+   save time is the cost of a restart (stop at a checkpoint, start again, resume);
+3. the checkpoint of the same model and optimizer state saved and loaded ``repeats`` times
+   here (the trainers' own ``save`` and ``load_latest``, on the same disk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mlsched.core.errors import SpecError
+from mlsched.core.train_config import Backend, Launcher, TrainConfig
+from mlsched.perfmodel.profile import KINDS, Cell
+
+__all__ = ["Settings", "device_info", "machine_info", "measure_cell", "train_config"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every cell of one profile runs with (a resumed profile must match them)."""
+
+    steps: int = 20
+    warmup: int = 3
+    resume_steps: int = 5
+    batch_size: int = 32
+    image_size: int = 32
+    num_samples: int = 2048
+    threads: int = 1
+    repeats: int = 3
+    device: str = "cpu"  # cpu | cuda
+
+    def __post_init__(self) -> None:
+        for name, low in (("steps", 2), ("warmup", 0), ("resume_steps", 1), ("batch_size", 1),
+                          ("image_size", 8), ("num_samples", 1), ("threads", 1),
+                          ("repeats", 1)):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise SpecError(name, value, f"an integer >= {low}")
+        if self.warmup >= self.steps:
+            raise SpecError("warmup", self.warmup, f"fewer than steps ({self.steps})")
+        if self.device not in ("cpu", "cuda"):
+            raise SpecError("device", self.device, "cpu or cuda")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def machine_info() -> dict[str, Any]:
+    """What a profile's numbers depend on, beside its device."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(),
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)),
+        "python": platform.python_version(),
+        "torch": torch.__version__.split("+")[0],
+    }
+
+
+def device_info(device: str) -> dict[str, Any]:
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SpecError("device", device, "cpu: no CUDA device is usable here")
+        return {
+            "type": "cuda",
+            "name": torch.cuda.get_device_name(0),
+            "count": torch.cuda.device_count(),
+        }
+    return {"type": "cpu", "name": platform.processor() or platform.machine(), "count": 0}
+
+
+def train_config(model: str, kind: str, workers: int, s: Settings, work: Path) -> TrainConfig:
+    """The job a cell measures: ``workers`` workers of ``kind``, one PS for PS kinds."""
+    if kind not in KINDS:
+        raise SpecError("kind", kind, f"one of {', '.join(KINDS)}")
+    arch = {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync")}.get(kind, ("allreduce", "sync"))
+    return TrainConfig(
+        model=model,
+        arch=arch[0],
+        mode=arch[1],
+        num_workers=workers,
+        num_ps=1 if arch[0] == "ps" else 0,
+        backend=Backend.HOROVOD if kind == "horovod" else Backend.DDP,
+        launcher=Launcher.TORCHRUN,
+        rendezvous="127.0.0.1:0",
+        stop_step=s.steps,
+        checkpoint_dir=str(work / "ckpt"),
+        metrics=str(work / "metrics.jsonl"),
+        batch_size=s.batch_size,
+        num_samples=s.num_samples,
+        image_size=s.image_size,
+        device=s.device,
+        threads=s.threads,
+        checkpoint_every_s=0.0,
+        job_id=f"profile-{model}-{kind}-{workers}",
+    )
+
+
+def measure_cell(
+    model: str, kind: str, workers: int, device_type: str, s: Settings, work: Path
+) -> Cell:
+    """Run the cell's job twice and checkpoint it; the measured cell. RuntimeError when a
+    run fails (with its exit codes and errors)."""
+    from mlsched.trainers.launch import launch
+
+    cfg = train_config(model, kind, workers, s, work)
+    fresh_at = time.time()
+    first = launch(cfg)
+    if not first.ok:
+        raise RuntimeError(f"{cfg.job_id}: exit codes {first.returncodes}: {first.summary}")
+    iters = _iterations(Path(cfg.metrics))
+    steady = [r for r in iters if int(r["step"]) >= s.warmup]
+    if not steady:
+        raise RuntimeError(f"{cfg.job_id}: no iterations after the warm-up ({len(iters)} in all)")
+    compute = statistics.fmean(float(r["compute_time"]) for r in steady)
+    comm = statistics.fmean(float(r["comm_time"]) for r in steady)
+    moved = statistics.fmean(float(r["bytes_sent"]) + float(r["bytes_recv"]) for r in steady)
+    resumed_cfg = replace(
+        cfg, stop_step=s.steps + s.resume_steps, metrics=str(work / "resumed.jsonl")
+    )
+    resumed_at = time.time()
+    second = launch(resumed_cfg)
+    if not second.ok:
+        raise RuntimeError(f"{cfg.job_id} (resumed): exit codes {second.returncodes}")
+    save_s, load_s = _checkpoint_seconds(cfg, s.repeats, work / "ckpt-timing")
+    return Cell(
+        model=model,
+        kind=kind,
+        workers=workers,
+        device_type=device_type,
+        iteration_s=compute + comm,
+        compute_s=compute,
+        comm_s=comm,
+        bytes_per_iteration=moved,
+        startup_s=_startup(iters, fresh_at),
+        checkpoint_save_s=save_s,
+        checkpoint_load_s=load_s,
+        restart_s=save_s + _startup(_iterations(Path(resumed_cfg.metrics)), resumed_at),
+        iterations=len(steady),
+    ).check()
+
+
+def _iterations(path: Path) -> list[dict[str, Any]]:
+    """The workers' ``iter`` lines of a metrics file."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec.get("type") == "iter" and rec.get("role") in ("worker", "rank"):
+            out.append(rec)
+    return out
+
+
+def _startup(iters: list[dict[str, Any]], launched_at: float) -> float:
+    """Launch to the first iteration's start, for the slowest worker (a synchronous job
+    waits for it; an asynchronous one is at full speed only with every worker)."""
+    firsts: dict[tuple[str, int], float] = {}
+    for r in iters:
+        key = (str(r.get("role")), int(r.get("rank", 0)))
+        began = float(r["t"]) - float(r["compute_time"]) - float(r["comm_time"])
+        firsts[key] = min(firsts.get(key, began), began)
+    if not firsts:
+        raise RuntimeError("a run left no iterations")
+    return max(0.0, max(firsts.values()) - launched_at)
+
+
+def _checkpoint_seconds(cfg: TrainConfig, repeats: int, root: Path) -> tuple[float, float]:
+    """Median seconds to save and to load the job's checkpoint (model and momentum)."""
+    from mlsched.trainers.checkpoint import load_latest, save
+    from mlsched.trainers.common import build_trainee, momentum_by_name, sgd, snapshot
+
+    trainee = build_trainee(replace(cfg, device="cpu" if cfg.device == "cpu" else cfg.device))
+    model = trainee.model
+    opt = sgd(cfg, model.parameters())
+    x, y = trainee.batch(0, cfg.batch_size)
+    trainee.loss_fn(model(x), y).backward()
+    opt.step()  # momentum buffers exist from the first step on
+    saves, loads = [], []
+    with tempfile.TemporaryDirectory(dir=root.parent if root.parent.exists() else None) as tmp:
+        for step in range(1, repeats + 1):
+            t0 = time.perf_counter()
+            state = snapshot(cfg, model, momentum_by_name(model, opt), step, step, {})
+            save(tmp, state, keep=2)
+            t1 = time.perf_counter()
+            if load_latest(tmp) is None:
+                raise RuntimeError("a checkpoint just saved does not load")
+            t2 = time.perf_counter()
+            saves.append(t1 - t0)
+            loads.append(t2 - t1)
+    return statistics.median(saves), statistics.median(loads)

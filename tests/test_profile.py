@@ -1,0 +1,137 @@
+"""Measured profiles: the file (checked field by field), Gavel's table in and out, and a
+real measurement of one cell that a second run resumes instead of measuring again.
+
+Plausible bugs this catches: a malformed or foreign file accepted (a simulator would then
+take nonsense as truth), a resumed run that measures everything again or mixes settings,
+a Gavel throughput read as seconds (or the reverse), Gavel's "cannot run" zeros turned into
+infinitely slow cells, and a measurement whose parts do not add up (iteration time not
+compute plus communication, a restart cheaper than the checkpoint it saves).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlsched.cli import main
+from mlsched.core.errors import SpecError
+from mlsched.perfmodel.profile import Cell, Profile, from_gavel, load_profile, to_gavel
+from mlsched.profiling.grid import Grid, run_grid
+from mlsched.profiling.measure import Settings
+
+GAVEL = {
+    "v100": {
+        "('ResNet-18 (batch size 64)', 1)": {"null": 10.0, "('A3C', 1)": [6.0, 2.0]},
+        "('ResNet-18 (batch size 64)', 2)": {"null": 18.0},
+        "('A3C', 1)": {"null": 4.0},
+    },
+    "k80": {"('ResNet-18 (batch size 64)', 2)": {"null": 0.0}},
+}
+
+
+def _profile(*cells: Cell) -> Profile:
+    return Profile({"hostname": "h"}, {"type": "cpu"}, {"steps": 10}, cells, created_unix=1.0)
+
+
+CELL = Cell("resnet20", "ring", 2, "cpu", 0.3, 0.2, 0.1, 1e6, 4.0, 0.05, 0.02, 4.5, 40)
+
+
+def test_a_profile_survives_its_file_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    _profile(CELL).save(path)
+    loaded = load_profile(path)
+    assert loaded == _profile(CELL)
+    assert loaded.cell("resnet20", "ring", 2, "cpu") == CELL
+    assert loaded.cell("resnet20", "ring", 1, "cpu") is None
+    loaded.check_matches({"hostname": "h"}, {"type": "cpu"}, {"steps": 10})
+    with pytest.raises(SpecError, match=r"settings\.steps"):
+        loaded.check_matches({"hostname": "h"}, {"type": "cpu"}, {"steps": 20})
+    with pytest.raises(SpecError, match=r"machine\.hostname"):
+        loaded.check_matches({"hostname": "other"}, {"type": "cpu"}, {"steps": 10})
+
+
+def _cell_row(**change: Any) -> dict[str, Any]:
+    row = _profile(CELL).to_dict()
+    row["cells"][0].update(change)
+    return row
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({**_profile().to_dict(), "schema": "other"}, "schema"),
+        ({**_profile().to_dict(), "version": 2}, "version"),
+        ({**_profile().to_dict(), "extra": 1}, "extra"),
+        ({**_profile().to_dict(), "machine": []}, "machine"),
+        (_cell_row(kind="mpi"), "cells[0].kind"),
+        (_cell_row(workers=0), "cells[0].workers"),
+        (_cell_row(workers=True), "cells[0].workers"),
+        (_cell_row(iteration_s=0), "cells[0].iteration_s"),
+        (_cell_row(compute_s=float("nan")), "cells[0].compute_s"),
+        (_cell_row(restart_s=-1), "cells[0].restart_s"),
+        (_cell_row(model="a b/c"), "cells[0].model"),
+        (_cell_row(colour="red"), "cells[0].colour"),
+        ({**_profile().to_dict(), "cells": [{"model": "m"}]}, "cells[0].kind"),
+        ({**_profile().to_dict(), "cells": [_cell_row()["cells"][0]] * 2}, "cells[1]"),
+    ],
+)
+def test_a_malformed_profile_is_refused_with_its_field_named(
+    tmp_path: Path, doc: dict[str, Any], field: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecError) as err:
+        load_profile(path)
+    assert err.value.field == field
+
+
+def test_gavel_tables_come_in_and_go_out_as_steps_per_second() -> None:
+    cells, left_out = from_gavel(GAVEL, kind="ring")
+    by_key = {(c.model, c.workers, c.device_type): c for c in cells}
+    assert by_key[("ResNet-18-b64", 1, "v100")].iteration_s == pytest.approx(0.1)
+    assert by_key[("A3C", 1, "v100")].iteration_s == pytest.approx(0.25)
+    assert left_out == ["k80 ('ResNet-18 (batch size 64)', 2)"]  # Gavel's "cannot run"
+    assert all(c.source == "gavel" and c.compute_s is None for c in cells)
+    back = to_gavel(_profile(*cells), kind="ring")
+    assert back == {
+        "v100": {
+            key: {"null": pytest.approx(entry["null"])} for key, entry in GAVEL["v100"].items()
+        }
+    }
+    with pytest.raises(SpecError, match="null"):
+        from_gavel({"v100": {"('A3C', 1)": {"null": -1.0}}})
+    with pytest.raises(SpecError, match="v100"):
+        from_gavel({"v100": {"A3C": {"null": 1.0}}})
+
+
+@pytest.mark.processes
+def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "profile.json"
+    grid = Grid(models=("mlp",), kinds=("ps_async",), workers=(1,))
+    settings = Settings(steps=5, warmup=1, resume_steps=1, repeats=2)
+    said: list[str] = []
+    run = run_grid(grid, settings, out, say=said.append)
+    assert not run.failed and run.measured == [("mlp", "ps_async", 1)]
+    assert said[0].endswith("1 cells on cpu, 0 already measured, 1 to go")
+    profile = load_profile(out)
+    [cell] = profile.cells
+    assert cell.key == ("mlp", "ps_async", 1, "cpu") and cell.source == "measured"
+    assert cell.compute_s is not None and cell.comm_s is not None
+    assert cell.iteration_s == pytest.approx(cell.compute_s + cell.comm_s)
+    assert cell.iterations >= 4 and (cell.bytes_per_iteration or 0) > 0
+    assert (cell.startup_s or 0) > 0.5  # a Python process importing torch, at least
+    assert cell.checkpoint_save_s is not None and cell.restart_s is not None
+    assert cell.restart_s > cell.checkpoint_save_s > 0
+    assert profile.settings["steps"] == 5 and profile.machine["cores"] >= 1
+    again = run_grid(grid, settings, out, say=said.append)
+    assert (again.kept, again.measured) == (1, []) and load_profile(out) == profile
+    with pytest.raises(SpecError) as err:
+        run_grid(grid, Settings(steps=5, warmup=1, resume_steps=2, repeats=2), out)
+    assert err.value.field == "settings.resume_steps"
+    assert main(["profile", "show", str(out)]) == 0
+    assert "mlp            ps_async   1 cpu" in capsys.readouterr().out

@@ -59,6 +59,8 @@ def test_a_share_that_oversubscribes_the_machine_is_refused_by_name() -> None:
         EmulationSpec(hosts=4, host_cpus=0.6).cpu_share(2)
     with pytest.raises(SpecError, match="host_cpus"):
         EmulationSpec(host_cpus=0.0)
+    with pytest.raises(SpecError, match="host_cpus"):
+        EmulationSpec(hosts=24).cpu_share(2)  # 0.075 each: below the kernel's 0.1
     spec = EmulationSpec(hosts=2, host_cpus=0.5, isolate_cpu=False)
     assert EmulationSpec.from_dict(spec.to_dict()) == spec
 

@@ -153,7 +153,8 @@ def _describe(cluster: EmulatedCluster) -> str:
     return (
         f"emulated cluster {plan.cluster_id}: {spec.hosts} hosts in {spec.racks} racks, "
         f"{spec.host_gbps:g} Gbit/s host links, {spec.rack_gbps:g} Gbit/s rack uplinks "
-        f"({layout}); controller {plan.controller_addr}; files in {cluster.files}"
+        f"({layout}); CPUs: {cluster.cpu_isolation or 'not isolated'}; "
+        f"controller {plan.controller_addr}; files in {cluster.files}"
     )
 
 

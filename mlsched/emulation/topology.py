@@ -65,7 +65,7 @@ class EmulationSpec:
     rack0 and h2, h3 in rack1). Each agent declares ``gpus`` stand-in GPUs of ``gpu_type``,
     ``cpus`` cores and ``mem_gb``; ``pools`` (one per host, optional) sets each agent's pool.
     ``isolate_cpu`` gives each host its own share of the machine's CPUs, ``host_cpus`` cores
-    (default: 90 % of the machine's cores divided among the hosts); see
+    (default: 90 % of the machine's cores divided among the hosts, at least 0.1); see
     :mod:`mlsched.emulation.cpu_share`.
     """
 
@@ -106,14 +106,18 @@ class EmulationSpec:
                 raise SpecError(f"pools[{i}]", pool, f"one of {', '.join(_POOLS)}")
         if not isinstance(self.isolate_cpu, bool):
             raise SpecError("isolate_cpu", self.isolate_cpu, "true or false")
-        if self.host_cpus is not None and not 0.01 <= self.host_cpus <= 1024:
-            raise SpecError("host_cpus", self.host_cpus, "cores between 0.01 and 1024")
+        if self.host_cpus is not None and not 0.1 <= self.host_cpus <= 1024:
+            raise SpecError("host_cpus", self.host_cpus, "cores between 0.1 and 1024")
 
     def cpu_share(self, cores: int) -> float:
         """Each host's CPU share on a machine of ``cores`` cores: ``host_cpus``, or 90 % of
         the cores divided among the hosts (the rest for the controller and the machine).
         SpecError when the shares would not fit: the hosts would no longer be isolated."""
         share = self.host_cpus if self.host_cpus is not None else 0.9 * cores / self.hosts
+        if share < 0.1:  # the kernel's smallest quota per period
+            raise SpecError(
+                "host_cpus", share, "at least 0.1 core per host: fewer hosts, or isolate_cpu false"
+            )
         if share * self.hosts > cores + 1e-9:
             raise SpecError(
                 "host_cpus",

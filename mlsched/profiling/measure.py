@@ -196,14 +196,15 @@ def _checkpoint_seconds(cfg: TrainConfig, repeats: int, root: Path) -> tuple[flo
     from mlsched.trainers.checkpoint import load_latest, save
     from mlsched.trainers.common import build_trainee, momentum_by_name, sgd, snapshot
 
-    trainee = build_trainee(replace(cfg, device="cpu" if cfg.device == "cpu" else cfg.device))
+    trainee = build_trainee(cfg)
     model = trainee.model
     opt = sgd(cfg, model.parameters())
     x, y = trainee.batch(0, cfg.batch_size)
     trainee.loss_fn(model(x), y).backward()
     opt.step()  # momentum buffers exist from the first step on
     saves, loads = [], []
-    with tempfile.TemporaryDirectory(dir=root.parent if root.parent.exists() else None) as tmp:
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
         for step in range(1, repeats + 1):
             t0 = time.perf_counter()
             state = snapshot(cfg, model, momentum_by_name(model, opt), step, step, {})

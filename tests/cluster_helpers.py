@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.demo import agent_command
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.net.ports import free_port, free_port_range  # noqa: F401 (free_port: re-exported)
+from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 SMALL = {"num_samples": 256, "image_size": 8, "timeout_s": 15.0}
 

@@ -26,7 +26,6 @@ import grpc
 import psutil
 import pytest
 from gpu import nvml_skip_reason
-from mlsched.v1 import agent_pb2, agent_pb2_grpc, train_pb2
 
 from mlsched.agent import Agent, AgentError, discover, to_register_request
 from mlsched.agent.cli import add_agent_args, run_agent
@@ -36,6 +35,7 @@ from mlsched.core.errors import SpecError
 from mlsched.net.auth import ClientAuth, TokenInterceptor
 from mlsched.net.ports import free_port_range, listen_port
 from mlsched.trainers.telemetry import gpu_inventory
+from mlsched.v1 import agent_pb2, agent_pb2_grpc, train_pb2
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mlsched.v1 import agent_pb2
 
 from mlsched.controller import serde
 from mlsched.controller.agents import AgentInfo, AgentRegistry
@@ -15,6 +14,7 @@ from mlsched.controller.runs import TaskSettings
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import NicThroughput
+from mlsched.v1 import agent_pb2
 
 DONE = agent_pb2.TASK_STATE_EXITED
 RUNNING = agent_pb2.TASK_STATE_RUNNING

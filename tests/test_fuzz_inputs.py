@@ -22,7 +22,6 @@ import yaml
 from cluster_helpers import controller, mlp_job, stub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mlsched.v1 import agent_pb2, jobs_pb2
 
 from mlsched.agent.serde import task_plan
 from mlsched.controller.intake import parse_jobs
@@ -32,6 +31,7 @@ from mlsched.core.errors import MAX_MESSAGE, SpecError
 from mlsched.core.ids import is_id
 from mlsched.core.limits import JOB_LIMITS, MAX_TOTAL_WORK, TRAINING_LIMITS, Bound
 from mlsched.net.task_wire import task_to_proto
+from mlsched.v1 import agent_pb2, jobs_pb2
 from mlsched.workloads.trace import load_trace_csv, load_workload_file
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time

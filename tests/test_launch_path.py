@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mlsched.v1 import train_pb2
 
 from mlsched.controller.runs import TaskSettings, plan_from_dict, plan_to_dict, render_tasks
 from mlsched.core.errors import SpecError
@@ -23,6 +22,7 @@ from mlsched.core.train_config import JOB_SETTINGS, TrainConfig, check_settings
 from mlsched.net.task_wire import config_from_proto, config_to_proto, task_from_proto, task_to_proto
 from mlsched.trainers.__main__ import build_parser, config_from_args
 from mlsched.trainers.launch import node_command
+from mlsched.v1 import train_pb2
 
 LAYOUT = (("a0", 2, 0), ("a1", 0, 0), ("a2", 1, 0))  # a1 holds nothing of this job
 

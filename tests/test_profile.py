@@ -42,6 +42,7 @@ CELL = Cell("resnet20", "ring", 2, "cpu", 0.3, 0.2, 0.1, 1e6, 4.0, 0.05, 0.02, 4
 def test_a_profile_survives_its_file_and_a_foreign_one_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     _profile(CELL).save(path)
+    assert path.stat().st_mode & 0o777 == 0o644
     loaded = load_profile(path)
     assert loaded == _profile(CELL)
     assert loaded.cell("resnet20", "ring", 2, "cpu") == CELL

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
-from mlsched.v1 import agent_pb2, common_pb2, train_pb2
 
 from mlsched.agent import serde as agent_serde
 from mlsched.controller import serde
@@ -21,6 +20,7 @@ from mlsched.core.reports import (
     TaskReport,
     TaskState,
 )
+from mlsched.v1 import agent_pb2, common_pb2, train_pb2
 
 # The persisted layout of format 1, spelled out: changing it is changing the state file.
 PERSISTED_REPORT = {

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from mlsched.v1 import jobs_pb2
-
 from mlsched.controller import serde
 from mlsched.controller.status import AgentStatus, ClusterStatus, JobStatus, PlacementEntry
+from mlsched.v1 import jobs_pb2
 
 
 def test_a_job_status_converts_field_for_field() -> None:

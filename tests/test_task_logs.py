@@ -16,7 +16,6 @@ import grpc
 import pytest
 import yaml
 from cluster_helpers import SMALL, agents, controller, kill_tree, mlp_job, stub, wait_for
-from mlsched.v1 import jobs_pb2
 
 from mlsched.agent.logs import answer, read_log
 from mlsched.agent.task import MAX_TASK_ID_LEN
@@ -25,6 +24,7 @@ from mlsched.controller.logs import LogBroker, LogError
 from mlsched.controller.server import Controller
 from mlsched.core import task_logs
 from mlsched.core.task_logs import MAX_LOG_CHUNK, LogChunk, LogRequest
+from mlsched.v1 import jobs_pb2
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time
 

@@ -21,9 +21,9 @@ from cluster_helpers import (
     stub,
     wait_for,
 )
-from mlsched.v1 import jobs_pb2
 
 from mlsched.trainers.launch import flag_value
+from mlsched.v1 import jobs_pb2
 
 # A soak: over a minute of three failures and recoveries (make soak; CI runs it).
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.soak]

@@ -12,12 +12,12 @@ import grpc
 import pytest
 import yaml
 from cluster_helpers import agents, all_final, controller, mlp_job, stub, wait_for
-from mlsched.v1 import jobs_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from mlsched.cli import main
 from mlsched.controller.config import ControllerConfig
 from mlsched.core.errors import SpecError
+from mlsched.v1 import jobs_pb2
 
 pytestmark = pytest.mark.processes
 

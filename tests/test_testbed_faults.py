@@ -26,7 +26,6 @@ from cluster_helpers import (
     stub,
     wait_for,
 )
-from mlsched.v1 import jobs_pb2
 
 from mlsched.controller.store import Store
 from mlsched.core.allocation import Admission, Allocation, Placement
@@ -36,6 +35,7 @@ from mlsched.scheduler.registry import register
 from mlsched.scheduler.view import ClusterView
 from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.launch import flag_value, is_trainer
+from mlsched.v1 import jobs_pb2
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 

@@ -12,10 +12,10 @@ import grpc
 import pytest
 import yaml
 from cluster_helpers import controller, mlp_job, stub
-from mlsched.v1 import jobs_pb2
 
 from mlsched.controller.store import Store
 from mlsched.core.errors import SpecError
+from mlsched.v1 import jobs_pb2
 
 
 def _seed(db: Path) -> None:

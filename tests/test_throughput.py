@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from mlsched.v1 import agent_pb2
 
 from mlsched.controller import serde
 from mlsched.controller.agents import AgentInfo
 from mlsched.controller.throughput import NicMeter, comm_gbps
 from mlsched.perfmodel.base import NicThroughput
+from mlsched.v1 import agent_pb2
 
 
 def test_comm_throughput_is_bytes_per_iteration_over_comm_seconds_per_iteration() -> None:

@@ -214,6 +214,7 @@ class Profile:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(self.to_dict(), fh, indent=1)
                 fh.write("\n")
+            os.chmod(tmp, 0o644)  # a profile is for others to read (mkstemp makes it 0600)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

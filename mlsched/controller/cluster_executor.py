@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
+from mlsched.controller.generation_measure import measure_generation, restart_seconds
 from mlsched.controller.logs import TaskIndex
 from mlsched.controller.runs import (
     Generation,
@@ -34,27 +35,17 @@ from mlsched.controller.runs import (
     render_tasks,
     store_host,
 )
-from mlsched.controller.throughput import NicMeter, comm_gbps
+from mlsched.controller.throughput import NicMeter
 from mlsched.core.allocation import Allocation, JobState, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import TaskPlan
 from mlsched.engine.executor import Executor, JobFailure, JobProgress, SlotReport
-from mlsched.perfmodel.base import Measurement
 
 __all__ = ["ClusterExecutor", "ExecutorJob"]
 
 log = logging.getLogger(__name__)
-
-COUNTERS = (
-    "timed_iterations",
-    "compute_time_s",
-    "comm_time_s",
-    "bytes_sent",
-    "bytes_recv",
-    "iterations",
-)
 
 
 class LiveState(NamedTuple):
@@ -519,10 +510,18 @@ class ClusterExecutor(Executor):
                     done_units = max(done_units, gen.start_cursor + max(0, reached) * gen.ups)
                     t = max(s.measurement.last_iteration_unix for s in statuses)
                     last_t = t if last_t is None else max(last_t, t)
-                measurement = self._measure(job, run, gen, statuses, slot)
+                measurement = measure_generation(
+                    job.job_id,
+                    run,
+                    gen,
+                    statuses,
+                    slot,
+                    self.placement_of(gen.layout),
+                    lambda: self._nic.rates(slot, self.agents.alive()),
+                )
                 if measurement is not None:
                     report.measurements.append(measurement)
-                restart = self._restart_s(gen, statuses)
+                restart = restart_seconds(gen, statuses)
                 if restart is not None:
                     restart_s = restart
             for gen in run.ended:
@@ -550,58 +549,3 @@ class ClusterExecutor(Executor):
         for entry in wanted:
             self._persist(entry.spec.job_id)
         return report
-
-    def _measure(
-        self,
-        job: JobSpec,
-        run: JobRun,
-        gen: Generation,
-        statuses: list[TaskReport],
-        slot: int,
-    ) -> Measurement | None:
-        """Per-iteration means over the slot, from the workers' cumulative counters, with
-        the workers' achieved communication throughput and their hosts' NIC throughput."""
-        delta = [0.0] * len(COUNTERS)
-        for s in statuses:
-            plan = gen.tasks.get(s.task_id)
-            if plan is None or not plan.computes:
-                continue
-            now = tuple(float(getattr(s.measurement, c)) for c in COUNTERS)
-            before = run.seen.get(s.task_id, (0.0,) * len(COUNTERS))
-            before = (*before, *now[len(before) :])  # stored before a counter was added
-            run.seen[s.task_id] = now
-            for i in range(len(COUNTERS)):
-                delta[i] += max(0.0, now[i] - before[i])
-        timed, compute, comm, sent, recv, all_iterations = delta
-        placement = self.placement_of(gen.layout)
-        if timed <= 0 or placement is None:
-            return None
-        workers = sum(w for _, w, _ in gen.layout)
-        # Async PS: an iteration is one worker's push; synchronous: one step of all workers.
-        iterations = timed / (1 if gen.ups == 1 else workers)
-        c, m = compute / timed, comm / timed
-        hosts = self._nic.rates(slot, self.agents.alive())
-        return Measurement(
-            job_id=job.job_id,
-            slot=slot,
-            placement=placement,
-            iterations=iterations,
-            iteration_time_s=c + m,
-            compute_time_s=c,
-            comm_time_s=m,
-            bytes_sent=sent,
-            bytes_recv=recv,
-            comm_gbps=comm_gbps(sent + recv, all_iterations, comm, timed),
-            nic={a: hosts[a] for a, _, _ in gen.layout if a in hosts},
-        )
-
-    def _restart_s(self, gen: Generation, statuses: list[TaskReport]) -> float | None:
-        """Stop-to-first-iteration time of a relaunch, once, when it is known."""
-        if gen.restart_reported or gen.trigger_at is None:
-            return None
-        firsts = [s.measurement.first_iteration_unix for s in statuses if s.measurement.iterations]
-        computing = sum(1 for t in gen.tasks.values() if t.computes)
-        if not firsts or len(firsts) < computing:
-            return None
-        gen.restart_reported = True
-        return max(0.0, max(firsts) - gen.trigger_at)

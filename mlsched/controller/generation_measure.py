@@ -1,0 +1,87 @@
+"""What one generation of a job's tasks measured over a slot, from the agents' reports.
+
+The agents report each task's cumulative counters; the slot's measurement is their growth
+since the last report the executor read (kept per task in ``JobRun.seen``), as
+per-iteration means with the workers' achieved communication throughput and their hosts'
+NIC throughput. A relaunch's restart time is reported once, when every computing task has
+iterated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from mlsched.controller.runs import Generation, JobRun
+from mlsched.controller.throughput import comm_gbps
+from mlsched.core.allocation import Placement
+from mlsched.core.reports import TaskReport
+from mlsched.perfmodel.base import Measurement, NicThroughput
+
+__all__ = ["COUNTERS", "measure_generation", "restart_seconds"]
+
+COUNTERS = (
+    "timed_iterations",
+    "compute_time_s",
+    "comm_time_s",
+    "bytes_sent",
+    "bytes_recv",
+    "iterations",
+)
+
+
+def measure_generation(
+    job_id: str,
+    run: JobRun,
+    gen: Generation,
+    statuses: list[TaskReport],
+    slot: int,
+    placement: Placement | None,
+    nic: Callable[[], Mapping[str, NicThroughput]],
+) -> Measurement | None:
+    """Per-iteration means over the slot, from the workers' cumulative counters (and
+    ``run.seen`` moved on to them); None when no timed iteration grew or the layout has no
+    placement. ``nic`` gives the hosts' NIC throughput, read only for a measurement."""
+    delta = [0.0] * len(COUNTERS)
+    for s in statuses:
+        plan = gen.tasks.get(s.task_id)
+        if plan is None or not plan.computes:
+            continue
+        now = tuple(float(getattr(s.measurement, c)) for c in COUNTERS)
+        before = run.seen.get(s.task_id, (0.0,) * len(COUNTERS))
+        before = (*before, *now[len(before) :])  # stored before a counter was added
+        run.seen[s.task_id] = now
+        for i in range(len(COUNTERS)):
+            delta[i] += max(0.0, now[i] - before[i])
+    timed, compute, comm, sent, recv, all_iterations = delta
+    if timed <= 0 or placement is None:
+        return None
+    workers = sum(w for _, w, _ in gen.layout)
+    # Async PS: an iteration is one worker's push; synchronous: one step of all workers.
+    iterations = timed / (1 if gen.ups == 1 else workers)
+    c, m = compute / timed, comm / timed
+    hosts = nic()
+    return Measurement(
+        job_id=job_id,
+        slot=slot,
+        placement=placement,
+        iterations=iterations,
+        iteration_time_s=c + m,
+        compute_time_s=c,
+        comm_time_s=m,
+        bytes_sent=sent,
+        bytes_recv=recv,
+        comm_gbps=comm_gbps(sent + recv, all_iterations, comm, timed),
+        nic={a: hosts[a] for a, _, _ in gen.layout if a in hosts},
+    )
+
+
+def restart_seconds(gen: Generation, statuses: list[TaskReport]) -> float | None:
+    """Stop-to-first-iteration time of a relaunch, once, when it is known."""
+    if gen.restart_reported or gen.trigger_at is None:
+        return None
+    firsts = [s.measurement.first_iteration_unix for s in statuses if s.measurement.iterations]
+    computing = sum(1 for t in gen.tasks.values() if t.computes)
+    if not firsts or len(firsts) < computing:
+        return None
+    gen.restart_reported = True
+    return max(0.0, max(firsts) - gen.trigger_at)

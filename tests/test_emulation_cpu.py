@@ -3,7 +3,8 @@ whatever else runs on the machine.
 
 Plausible bugs this catches: the agent started outside its host's group (its trainers then
 take any core), a quota written in the wrong unit (cores read as microseconds), groups left
-behind by teardown, a default share that oversubscribes the machine (the hosts then slow
+behind by teardown, a quota without a reservation (a crowded machine then starves the
+hosts below it), a default share that oversubscribes the machine (the hosts then slow
 each other down again), and the cpu controller's mount misread.
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 from mlsched.core.errors import SpecError
 from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.cpu_share import PERIOD_US, cpu_control
+from mlsched.emulation.cpu_share import PERIOD_US, WEIGHT, cpu_control
 from mlsched.emulation.netns import EmulationUnavailable, missing_requirements
 from mlsched.emulation.topology import EmulationSpec
 
@@ -85,7 +86,10 @@ def _cores_used(procs: list[psutil.Process], seconds: float) -> list[float]:
     return [sum(p.cpu_times()[:2]) - b for p, b in zip(procs, before, strict=True)]
 
 
-SHARE = 0.4  # two hosts and three burners outside them still leave it to each host on 2 cores
+SHARE = 0.4  # two hosts take 0.8 of 2 cores: a quota the machine can keep whatever else runs
+#: Busy processes outside the hosts: more than the cores, so that without a reservation a
+#: host's fair share of the machine (2 cores over 8 runnable entities) falls below its quota.
+OUTSIDE = 6
 
 
 @needs_root
@@ -93,15 +97,21 @@ SHARE = 0.4  # two hosts and three burners outside them still leave it to each h
     "cluster", [EmulationSpec(hosts=2, racks=1, host_cpus=SHARE)], indirect=True
 )
 def test_a_host_runs_at_its_share_whatever_else_runs(cluster: EmulatedCluster) -> None:
-    for path in cluster.state.cpu_groups.values():
-        if (Path(path) / "cpu.cfs_quota_us").exists():
-            assert int((Path(path) / "cpu.cfs_quota_us").read_text()) == SHARE * PERIOD_US
+    assert _CONTROL is not None
+    weight_file, weight = WEIGHT[_CONTROL.version]
+    for path in map(Path, cluster.state.cpu_groups.values()):
+        if (path / "cpu.cfs_quota_us").exists():
+            assert int((path / "cpu.cfs_quota_us").read_text()) == SHARE * PERIOD_US
+        for group in (path, path.parent, path.parent.parent):  # host, cluster, mlsched
+            assert (group / weight_file).read_text().strip() == weight
     h0, h1 = cluster.plan.hosts
     burner = psutil.Process(cluster.spawn("agent", "burn0", BURN, netns=h0.netns).pid)
     time.sleep(0.3)  # past its start
     [alone] = _cores_used([burner], 1.0)
     cluster.spawn("agent", "burn1", BURN, netns=h1.netns)
-    outside = [psutil.Popen(BURN) for _ in range(3)]  # the rest of the machine, unlimited
+    # Each in a session of its own, as other tests' and tools' processes are: the kernel
+    # groups processes by session (autogroup), so each is then as heavy as a whole host.
+    outside = [psutil.Popen(BURN, start_new_session=True) for _ in range(OUTSIDE)]
     try:
         time.sleep(0.3)
         [crowded] = _cores_used([burner], 1.0)
@@ -109,7 +119,8 @@ def test_a_host_runs_at_its_share_whatever_else_runs(cluster: EmulatedCluster) -
         for p in outside:
             p.kill()
             p.wait()
-    print(f"h0's process: {alone:.2f} cores alone, {crowded:.2f} beside 4 others ({SHARE})")
+    others = OUTSIDE + 1
+    print(f"h0's process: {alone:.2f} cores alone, {crowded:.2f} beside {others} others ({SHARE})")
     assert SHARE * 0.8 <= alone <= SHARE * 1.1
     assert SHARE * 0.8 <= crowded <= SHARE * 1.1
     assert "0.4 cores per host" in cluster.cpu_isolation

@@ -4,9 +4,17 @@ Emulated hosts are processes of one machine: without a limit, a job's speed woul
 whatever else runs anywhere on it, which no model of a real cluster has. Each host gets a
 control group with a CFS bandwidth limit (``cpu.cfs_quota_us`` under cgroup v1,
 ``cpu.max`` under v2) of ``host_cpus`` cores; its agent is started inside the group, so the
-agent and every training process it launches share that host's cores and no other's. With
-the quotas summing to less than the machine's cores, a host gets its share whatever the
-others do (the rest of the machine, the controller included, keeps the remainder).
+agent and every training process it launches share that host's cores and no other's.
+
+A quota is only a ceiling: beside enough busy processes outside the groups, a host would
+get its fair share of a crowded machine, less than its quota (the kernel weighs each
+session's processes together as one, so a few tools started in sessions of their own
+took a host from 0.40 to 0.15 cores). So each group, and each of
+its ancestors up to the hierarchy's root, also gets the largest scheduling weight
+(``cpu.shares`` 262144 under v1, ``cpu.weight`` 10000 under v2): when contended, the
+emulated hosts run first, and their quotas, summing to less than the machine's cores, keep
+the remainder for everything else (the controller included). Together the two make the
+quota a reservation: a host runs at its share whatever else runs on the machine.
 
 Groups live at ``<cpu hierarchy>/mlsched/<cluster id>/<host>``; the state file lists them
 before they are made, and teardown removes them (after every process in them is gone).
@@ -23,6 +31,7 @@ from pathlib import Path
 
 __all__ = [
     "PERIOD_US",
+    "WEIGHT",
     "CpuControl",
     "cpu_control",
     "group_pids",
@@ -38,6 +47,8 @@ __all__ = [
 #: iteration of tens of milliseconds stretched by such a pause now and then (the locality
 #: test's model error went from a few % to 31 % in one slot).
 PERIOD_US = 10_000
+#: The largest weights each version accepts (the kernel's bounds): a reservation, not a tilt.
+WEIGHT = {1: ("cpu.shares", "262144"), 2: ("cpu.weight", "10000")}
 _MOUNTS = Path("/proc/self/mounts")
 
 
@@ -85,16 +96,20 @@ def make_group(control: CpuControl, path: Path, cores: float) -> None:
     """Create ``path`` limited to ``cores`` CPUs (``cores`` x :data:`PERIOD_US` of run time
     per period)."""
     quota = max(1000, round(cores * PERIOD_US))  # the kernel's floor is 1 ms (0.1 core)
-    if control.version == 2:
-        # A v2 child can use the controller only where every ancestor delegates it.
-        for parent in reversed(path.parents):
-            if parent == control.root or control.root in parent.parents:
-                parent.mkdir(exist_ok=True)
+    weight_file, weight = WEIGHT[control.version]
+    for parent in reversed(path.parents):
+        if control.root in parent.parents:
+            parent.mkdir(exist_ok=True)
+            if control.version == 2:  # a v2 child uses the controller only where delegated
                 _write(parent / "cgroup.subtree_control", "+cpu")
-        path.mkdir(exist_ok=True)
+            _write(parent / weight_file, weight)
+        elif parent == control.root and control.version == 2:
+            _write(parent / "cgroup.subtree_control", "+cpu")
+    path.mkdir(exist_ok=True)
+    _write(path / weight_file, weight)
+    if control.version == 2:
         _write(path / "cpu.max", f"{quota} {PERIOD_US}")
     else:
-        path.mkdir(parents=True, exist_ok=True)
         _write(path / "cpu.cfs_period_us", str(PERIOD_US))
         _write(path / "cpu.cfs_quota_us", str(quota))
 

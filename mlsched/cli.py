@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,27 @@ _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
     (("--truth-compute-scale",), positive_float, 1.0, "true / spec compute time"),
     (("--truth-comm-scale",), positive_float, 1.0, "true / nominal communication time"),
     (("--truth-noise",), nonneg_float, 0.0, "log-normal sigma of iteration-time noise"),
-    (("--restart-s",), nonneg_float, 0.0, "seconds lost per checkpoint + restart"),
+    (
+        ("--restart-s",),
+        nonneg_float,
+        None,
+        "seconds lost per checkpoint + restart (a resume or re-layout); default 30, or the "
+        "profile's cell for the jobs it covers",
+    ),
+    (
+        ("--startup-s",),
+        nonneg_float,
+        0.0,
+        "seconds from a job's first launch to its first iteration, for jobs the profile "
+        "does not cover",
+    ),
+    (
+        ("--profile",),
+        Path,
+        None,
+        "a measured profile (mlsched profile measure) as the truth: each job's iteration, "
+        "start-up and restart from its cell (docs/fidelity.md)",
+    ),
 )
 
 
@@ -184,6 +204,12 @@ def get_args_parser() -> argparse.ArgumentParser:
         help="on an emulated cluster: 4 hosts in 2 racks, shaped links (root; docs/emulation.md)",
     )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed (--simulated)")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help="a profile of this machine (mlsched profile measure): the controller's runtime "
+        "model starts from it",
+    )
     add_train_parser(sub)
     add_trace_parser(sub)
     add_profile_parser(sub)
@@ -274,13 +300,16 @@ def _progress_enabled() -> bool:
 def config_from_args(args: argparse.Namespace) -> Config:
     cmd = args.command
     if cmd == "simulate":
-        from mlsched.engine.simulator import TruthConfig
+        from mlsched.engine.simulator import DEFAULT_RESTART_S, TruthConfig
+        from mlsched.perfmodel.profile import load_profile
 
         truth = TruthConfig(
             compute_scale=args.truth_compute_scale,
             comm_scale=args.truth_comm_scale,
             noise=args.truth_noise,
-            restart_s=args.restart_s,
+            restart_s=DEFAULT_RESTART_S if args.restart_s is None else args.restart_s,
+            startup_s=args.startup_s,
+            profile=None if args.profile is None else load_profile(args.profile),
         )
         return Config(
             cmd,
@@ -398,7 +427,14 @@ def _simulate(config: Config) -> int:
     from mlsched.engine.builder import SimulationConfig, check_policies, simulate
     from mlsched.engine.summary import job_rows, summarize
     from mlsched.experiments.comparison import write_comparison
-    from mlsched.experiments.report import run_footer, run_header, summary_table, to_json, write_run
+    from mlsched.experiments.report import (
+        run_footer,
+        run_header,
+        summary_table,
+        to_json,
+        truth_line,
+        write_run,
+    )
     from mlsched.scheduler.registry import create
     from mlsched.workloads import load_workload
 
@@ -421,6 +457,7 @@ def _simulate(config: Config) -> int:
     # With --json, stdout carries only the JSON document; the notes go to stderr.
     note = sys.stderr if config.json else sys.stdout
     print(run_header(workload, config.seed), file=note)
+    print(truth_line(config.truth, workload), file=note)
     runs: list[tuple[Summary, RunResult]] = []
     for policy in config.policies:
         sim = SimulationConfig(
@@ -445,7 +482,7 @@ def _simulate(config: Config) -> int:
             job_rows(result),
             workload=workload,
             seed=config.seed,
-            truth=asdict(config.truth),
+            truth=config.truth.describe(),
         )
         print(f"wrote {paths[0]} and {paths[1]}", file=note)
     if several:
@@ -509,7 +546,11 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     policy = args.policy[0] if args.policy else "fifo"
     check_policies([policy])
     statuses = run_cluster_demo(
-        policy=policy, slots=args.slots, slot_seconds=args.slot_seconds, workdir=args.workdir
+        policy=policy,
+        slots=args.slots,
+        slot_seconds=args.slot_seconds,
+        workdir=args.workdir,
+        profile=args.profile,
     )
     print()
     print(demo_report(statuses))

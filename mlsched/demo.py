@@ -127,9 +127,11 @@ def run_cluster_demo(
     jobs: list[dict[str, Any]] | None = None,
     out: Any = None,
     live: bool = True,
+    profile: Path | None = None,
 ) -> dict[str, JobStatus]:
     """Run the demo; returns each job's final status. Progress goes to ``out`` (default:
-    the current ``sys.stdout``)."""
+    the current ``sys.stdout``). ``profile``: the runtime model's prior (a profile of
+    this machine)."""
     out = sys.stdout if out is None else out
     tmp = None
     if workdir is None:
@@ -147,6 +149,7 @@ def run_cluster_demo(
             agent_timeout_s=10.0,
             min_agents=2,
             task_timeout_s=30.0,
+            profile=str(profile) if profile is not None else None,
         )
     ).start()
     agents: list[subprocess.Popen[bytes]] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from engine_helpers import make_engine
+from engine_helpers import FREE_RESTARTS, make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -99,7 +99,7 @@ def run(
     until: int = 50,
     horizon: int | None = None,
 ) -> tuple[RunResult, dict[int, dict[str, Placement]]]:
-    executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S))
+    executor = RecordingExecutor(SimulatedExecutor(cluster, SLOT_S, truth=FREE_RESTARTS))
     engine = make_engine(
         cluster, policy, jobs, slot_seconds=SLOT_S, horizon=horizon, executor=executor
     )

@@ -182,3 +182,21 @@ def test_a_policy_for_other_job_kinds_is_not_applicable(tmp_path: Path, monkeypa
     results = run_experiment("baselines", out_dir=tmp_path, scale="smoke", seeds=1)
     assert results["not_applicable"] == ["gadget"] and results["policies"] == ["fifo"]
     assert set(results["summary"]) == {"fifo"} and not results["failures"]
+
+
+def test_every_experiment_charges_restarts_unless_its_paper_assumes_them_free(
+    tmp_path: Path, monkeypatch
+):
+    from mlsched.engine.simulator import DEFAULT_RESTART_S
+    from mlsched.experiments.base import get_experiment
+
+    free = {n for n in experiments() if get_experiment(n).restart.seconds == 0}
+    assert free == {"gadget", "oasis", "pdors"}  # specs 003 (A21), 001 and 000 say so
+    for name in free:
+        assert "free, as the paper assumes (spec 00" in get_experiment(name).restart.why
+    for name in set(experiments()) - free:
+        assert get_experiment(name).restart.seconds == DEFAULT_RESTART_S
+    monkeypatch.setattr(exp_base, "_REGISTRY", dict(exp_base._REGISTRY))
+    register_experiment("costly", "a toy")(lambda **kw: {})  # type: ignore[arg-type]
+    on_disk = run_experiment("costly", out_dir=tmp_path, scale="smoke")
+    assert on_disk["restart_cost"]["restart_s"] == DEFAULT_RESTART_S

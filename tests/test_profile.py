@@ -75,6 +75,8 @@ def _cell_row(**change: Any) -> dict[str, Any]:
         (_cell_row(restart_s=-1), "cells[0].restart_s"),
         (_cell_row(model="a b/c"), "cells[0].model"),
         (_cell_row(colour="red"), "cells[0].colour"),
+        (_cell_row(image_size=0), "cells[0].image_size"),
+        (_cell_row(batch_size=2.5), "cells[0].batch_size"),
         ({**_profile().to_dict(), "cells": [{"model": "m"}]}, "cells[0].kind"),
         ({**_profile().to_dict(), "cells": [_cell_row()["cells"][0]] * 2}, "cells[1]"),
     ],
@@ -114,7 +116,7 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
 ) -> None:
     out = tmp_path / "profile.json"
     grid = Grid(models=("mlp",), kinds=("ps_async",), workers=(1,))
-    settings = Settings(steps=5, warmup=1, resume_steps=1, repeats=2)
+    settings = Settings(steps=5, warmup=1, resume_steps=1, repeats=2, image_sizes=(("mlp", 16),))
     said: list[str] = []
     run = run_grid(grid, settings, out, say=said.append)
     assert not run.failed and run.measured == [("mlp", "ps_async", 1)]
@@ -122,6 +124,8 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     profile = load_profile(out)
     [cell] = profile.cells
     assert cell.key == ("mlp", "ps_async", 1, "cpu") and cell.source == "measured"
+    assert (cell.batch_size, cell.image_size) == (32, 16)  # the model's own image size
+    assert profile.settings["image_sizes"] == {"mlp": 16}
     assert cell.compute_s is not None and cell.comm_s is not None
     assert cell.iteration_s == pytest.approx(cell.compute_s + cell.comm_s)
     assert cell.iterations >= 4 and (cell.bytes_per_iteration or 0) > 0
@@ -132,7 +136,11 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     again = run_grid(grid, settings, out, say=said.append)
     assert (again.kept, again.measured) == (1, []) and load_profile(out) == profile
     with pytest.raises(SpecError) as err:
-        run_grid(grid, Settings(steps=5, warmup=1, resume_steps=2, repeats=2), out)
+        run_grid(
+            grid,
+            Settings(steps=5, warmup=1, resume_steps=2, repeats=2, image_sizes=(("mlp", 16),)),
+            out,
+        )
     assert err.value.field == "settings.resume_steps"
     assert main(["profile", "show", str(out)]) == 0
     assert "mlp            ps_async   1 cpu" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from engine_helpers import make_engine
+from engine_helpers import FREE_RESTARTS, make_engine
 from strategies import RecordingExecutor
 
 from mlsched.core import (
@@ -168,7 +168,7 @@ def test_the_option_is_checked(policy: str) -> None:
 def run(
     cluster: Cluster, jobs: Sequence[JobSpec], policy: str, *, horizon: int = 60, **options: object
 ) -> tuple[Engine, RecordingExecutor]:
-    executor = RecordingExecutor(SimulatedExecutor(cluster, 60.0))
+    executor = RecordingExecutor(SimulatedExecutor(cluster, 60.0, truth=FREE_RESTARTS))
     engine = make_engine(
         cluster,
         create(policy, **options),

@@ -77,6 +77,13 @@ def add_cluster_parsers(sub: Any) -> None:
         "job ids; off by default)",
     )
     p.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE",
+        help="a profile measured on these machines (mlsched profile measure): the runtime "
+        "model's prior for the jobs it has cells for, before their first measurement",
+    )
+    p.add_argument(
         "--checkpoint-root",
         default="checkpoints",
         help="directory for job checkpoints, the same path on every agent (shared storage)",
@@ -256,6 +263,7 @@ def _controller(args: argparse.Namespace) -> int:
         metrics_listen=args.metrics_listen,
         topology=_topology(args.topology),
         types=_types(args.types),
+        profile=args.profile,
     )
     ctl = Controller(cfg).start()
     print(f"mlsched controller listening on {ctl.address}", flush=True)

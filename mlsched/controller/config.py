@@ -37,6 +37,7 @@ class ControllerConfig:
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (None: off)
     topology: Topology | None = None  # link speeds between racks (None: Topology's defaults)
     types: TypeCatalogue | None = None  # worker and PS types (None: none declared)
+    profile: str | None = None  # a measured profile: the runtime model's prior (docs/profiles.md)
 
     def policy_settings(self) -> dict[str, Any]:
         """The options the controller runs its policy with: the policy's testbed settings

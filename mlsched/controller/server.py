@@ -46,6 +46,7 @@ from mlsched.core.type_hosts import type_problems
 from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
 from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.perfmodel.profile import load_profile
 from mlsched.scheduler.registry import create
 
 __all__ = ["Controller", "ControllerConfig"]
@@ -67,6 +68,8 @@ class Controller:
     def __init__(self, cfg: ControllerConfig) -> None:
         cfg.validate()
         self.policy_options = cfg.policy_settings()  # fails now on a bad policy or option
+        # A bad profile fails now, its field named, before anything is served.
+        self.profile = load_profile(Path(cfg.profile)) if cfg.profile else None
         self.cfg = cfg
         self.store = Store(cfg.db)
         self.agents = AgentRegistry(timeout_s=cfg.agent_timeout_s)
@@ -263,7 +266,9 @@ class Controller:
             log.warning("[controller] type catalogue: %s", problem)
         policy = create(self.cfg.policy, **self.policy_options)
         if self.engine is None:
-            runtime = RuntimeEstimator(cluster, dict(policy.runtime_families) or None)
+            runtime = RuntimeEstimator(
+                cluster, dict(policy.runtime_families) or None, profile=self.profile
+            )
             self.engine = build_engine(
                 cluster,
                 policy,

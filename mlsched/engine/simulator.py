@@ -1,10 +1,18 @@
 """The simulator: an executor whose progress comes from a "ground truth" runtime model.
 
-The truth may differ from the engine's estimate (``compute_scale``, ``comm_scale``: the
-real job is that much slower than its spec says), may be noisy (log-normal per job and
-slot, ``noise``), and may charge a restart cost when a job's placement changes
-(``restart_s``, the measured checkpoint + restart time on the testbed). The engine's model
-learns from the measurements this executor reports, exactly as it does from agents.
+The truth is the job specs, or a measured profile (``profile``: each job's iteration,
+start-up and restart from its cell, :mod:`mlsched.perfmodel.profiled`). It may differ
+from the engine's estimate (``compute_scale``, ``comm_scale``: the real job is that much
+slower), may be noisy (log-normal per job and slot, ``noise``), and charges what a real
+cluster charges for starting processes: ``startup_s`` before a job's first iteration, and
+``restart_s`` (checkpoint save + relaunch to the first iteration) whenever a job resumes
+after a pause or its placement changes. Both come from the profile's cell where it has
+one. A charge longer than a slot carries over into the next slots the job keeps its
+placement; a placement change meanwhile starts a new restart. The engine's model learns
+from the measurements this executor reports, exactly as it does from agents.
+
+With no profile, a restart costs :data:`DEFAULT_RESTART_S` unless the caller says
+otherwise (an experiment whose paper assumes free preemption sets 0 and says so).
 """
 
 from __future__ import annotations
@@ -23,8 +31,16 @@ from mlsched.core.job import JobSpec
 from mlsched.engine.executor import Executor, JobProgress, SlotReport
 from mlsched.perfmodel.base import NO_NIC, Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.perfmodel.profile import Profile
+from mlsched.perfmodel.profiled import ProfileLookup
 
-__all__ = ["SimulatedExecutor", "TruthConfig"]
+__all__ = ["DEFAULT_RESTART_S", "SimulatedExecutor", "TruthConfig"]
+
+#: Seconds a restart costs where nothing measured says otherwise: a checkpoint save plus a
+#: relaunch to the first iteration. Our round figure: this machine's profiles measured
+#: 5-17 s for small models on CPU; ResNet/VGG jobs on GPU machines load larger checkpoints
+#: and CUDA contexts. ``mlsched profile`` measures it (docs/fidelity.md).
+DEFAULT_RESTART_S = 30.0
 
 
 class _Truth(NamedTuple):
@@ -33,6 +49,8 @@ class _Truth(NamedTuple):
 
     compute: float
     comm: float
+    startup: float  # seconds to a fresh launch's first iteration
+    restart: float  # seconds from a stop at a checkpoint to the resumed first iteration
     units_per_iter: float
     rate: float
     bytes_per_iter: float
@@ -51,21 +69,41 @@ _STEADY_TAIL = (0.0, 0.0, None, None, NO_NIC)  # nothing received, no restart, n
 
 @dataclass(frozen=True)
 class TruthConfig:
-    """How the simulated reality departs from the job specs."""
+    """How the simulated reality departs from the job specs. ``startup_s`` and
+    ``restart_s`` apply to jobs the profile has no cell for (or with no profile)."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
     noise: float = 0.0
-    restart_s: float = 0.0
+    restart_s: float = DEFAULT_RESTART_S
+    startup_s: float = 0.0
     measure: bool = True
+    profile: Profile | None = None
 
     def __post_init__(self) -> None:
         for name in ("compute_scale", "comm_scale"):
             if not getattr(self, name) > 0:
                 raise SpecError(f"truth.{name}", getattr(self, name), "a number > 0")
-        for name in ("noise", "restart_s"):
+        for name in ("noise", "restart_s", "startup_s"):
             if not getattr(self, name) >= 0:
                 raise SpecError(f"truth.{name}", getattr(self, name), "a number >= 0")
+
+    def describe(self) -> dict[str, Any]:
+        """What a result file records of the truth (a profile by its machine and size)."""
+        out: dict[str, Any] = {
+            "compute_scale": self.compute_scale,
+            "comm_scale": self.comm_scale,
+            "noise": self.noise,
+            "restart_s": self.restart_s,
+            "startup_s": self.startup_s,
+        }
+        if self.profile is not None:
+            out["profile"] = {
+                "machine": self.profile.machine.get("hostname"),
+                "device": self.profile.device.get("type"),
+                "cells": len(self.profile.cells),
+            }
+        return out
 
 
 class SimulatedExecutor(Executor):
@@ -84,9 +122,13 @@ class SimulatedExecutor(Executor):
         self.slot_seconds = float(slot_seconds)
         self.truth = truth or TruthConfig()
         self._model = RuntimeEstimator(cluster, families)
+        self._lookup = ProfileLookup(self.truth.profile) if self.truth.profile else None
         self._rng = np.random.default_rng(seed)
         self._last: dict[str, Placement] = {}
         self._seen: set[str] = set()
+        # Start-up or restart seconds a job still owes (charged before it iterates), and
+        # whether the debt is a restart (reported as such) or a first start-up.
+        self._debt: dict[str, tuple[float, bool]] = {}
         self._report = SlotReport(slot=-1)
         self._parts: dict[tuple[str, Placement], _Truth] = {}
         self._last_parts: dict[str, tuple[Placement, _Truth]] = {}
@@ -98,7 +140,7 @@ class SimulatedExecutor(Executor):
         key = (job.job_id, p)
         hit = self._parts.get(key)
         if hit is None:
-            compute, comm = self._model.iteration_parts(job, p)
+            compute, comm, startup, restart = self._measured(job, p)
             compute *= self.truth.compute_scale
             comm *= self.truth.comm_scale
             units = self._model.units_per_iteration(job, p)
@@ -110,6 +152,8 @@ class SimulatedExecutor(Executor):
             hit = _Truth(
                 compute,
                 comm,
+                startup,
+                restart,
                 units,
                 rate,
                 per_iter,
@@ -125,6 +169,30 @@ class SimulatedExecutor(Executor):
         self._last_parts[job.job_id] = (p, hit)
         return hit
 
+    def _measured(self, job: JobSpec, p: Placement) -> tuple[float, float, float, float]:
+        """The job's true compute and communication seconds per iteration, start-up and
+        restart seconds under ``p``: from the profile's cell where it has one (plus the
+        wire time between servers, which a one-machine profile does not measure), else
+        from the spec."""
+        compute, comm = self._model.iteration_parts(job, p)
+        startup, restart = self.truth.startup_s, self.truth.restart_s
+        match = None
+        if self._lookup is not None and p.n_workers > 0:
+            servers = self.cluster.servers
+            types = {servers[s].gpu_type for s, _ in p.workers}
+            device = p.worker_type or job.gpu_type or (types.pop() if len(types) == 1 else None)
+            match = self._lookup.match(job, p.n_workers, device)
+        if match is None:
+            return compute, comm, startup, restart
+        wire = comm if len({s for s, _ in (*p.workers, *p.ps)}) > 1 else 0.0
+        cell = match.cell
+        return (
+            match.compute_s,
+            match.comm_s + wire,
+            cell.startup_s if cell.startup_s is not None else startup,
+            cell.restart_s if cell.restart_s is not None else restart,
+        )
+
     def apply(
         self,
         slot: int,
@@ -135,9 +203,8 @@ class SimulatedExecutor(Executor):
         report = SlotReport(slot=slot)
         noise = self.truth.noise
         measure = self.truth.measure
-        restart_s = self.truth.restart_s
         slot_seconds = self.slot_seconds
-        last, seen, last_parts = self._last, self._seen, self._last_parts
+        last, seen, last_parts, debts = self._last, self._seen, self._last_parts, self._debt
         progress, measurements = report.progress, report.measurements
         for job_id, p in allocation.items():
             prev = last.get(job_id)
@@ -147,18 +214,27 @@ class SimulatedExecutor(Executor):
             else:
                 truth = self._true_parts(jobs[job_id], p)
             compute, comm, rate = truth.compute, truth.comm, truth.rate
-            # A re-layout, or a resume after a pause, restarts from a checkpoint.
-            if prev is p or (prev is not None and prev == p) or job_id not in seen:
-                restart, usable = 0.0, slot_seconds
-            else:
-                restart = restart_s
-                usable = slot_seconds - restart if slot_seconds > restart else 0.0
+            # A first launch starts up; a re-layout, or a resume after a pause, restarts
+            # from a checkpoint; a job that keeps its placement pays what it still owes.
+            debt = debts.pop(job_id, None) if debts else None
+            if job_id not in seen:
+                debt = (truth.startup, False) if truth.startup > 0 else None
+            elif not (prev is p or (prev is not None and prev == p)):
+                debt = (truth.restart, True) if truth.restart > 0 else None
+            lost = restart = 0.0  # seconds charged this slot; the part that is a restart
+            if debt is not None:
+                owed, is_restart = debt
+                lost = owed if owed < slot_seconds else slot_seconds
+                restart = lost if is_restart else 0.0
+                if owed > lost:
+                    debts[job_id] = (owed - lost, is_restart)
+            usable = slot_seconds - lost
             left = remaining[job_id]
             if noise > 0:
                 factor = float(np.exp(self._rng.normal(0.0, noise)))
                 compute, comm = compute * factor, comm * factor
                 rate = truth.units_per_iter / (compute + comm) if rate > 0 else 0.0
-            elif restart == 0.0 and truth.steady.units < left - 1e-9:
+            elif lost == 0.0 and truth.steady.units < left - 1e-9:
                 # The common case: a full slot that does not finish the job, the same
                 # progress and measurement as the slot before (made once per placement).
                 progress[job_id] = truth.steady
@@ -167,7 +243,7 @@ class SimulatedExecutor(Executor):
                 continue
             done = rate * usable
             if rate > 0 and done >= left - 1e-9:
-                progress[job_id] = _progress((left, True, restart + left / rate, restart))
+                progress[job_id] = _progress((left, True, lost + left / rate, restart))
                 units = left
             else:
                 progress[job_id] = _progress((done, False, None, restart))

@@ -27,6 +27,7 @@ import numpy as np
 
 from mlsched.core.errors import SpecError
 from mlsched.engine.summary import Summary
+from mlsched.experiments.costs import CHARGED, RestartCost
 from mlsched.experiments.report import to_json
 
 __all__ = [
@@ -93,6 +94,7 @@ class Experiment:
     description: str
     run: ExperimentFn
     default_seeds: int = 3
+    restart: RestartCost = CHARGED
 
 
 #: The built-in experiments' modules (in :mod:`mlsched.experiments`), imported when the
@@ -103,9 +105,10 @@ _REGISTRY: dict[str, Experiment] = {}
 
 
 def register_experiment(
-    name: str, description: str, *, default_seeds: int = 3
+    name: str, description: str, *, default_seeds: int = 3, restart: RestartCost = CHARGED
 ) -> Callable[[ExperimentFn], ExperimentFn]:
-    """Decorator: register ``run`` as experiment ``name``; a name binds only once."""
+    """Decorator: register ``run`` as experiment ``name``; a name binds only once.
+    ``restart``: what its simulations charge for a restart (``results.json`` says)."""
     if not name or not description:
         raise ValueError("an experiment needs a name and a one-line description")
 
@@ -113,7 +116,7 @@ def register_experiment(
         old = _REGISTRY.get(name)
         if old is not None and old.run is not fn:
             raise ValueError(f"experiment name {name!r} is already registered")
-        _REGISTRY[name] = Experiment(name, description, fn, default_seeds)
+        _REGISTRY[name] = Experiment(name, description, fn, default_seeds, restart)
         return fn
 
     return deco
@@ -166,6 +169,7 @@ def run_experiment(
         "seeds": n_seeds,
         "scale": scale,
         "wall_seconds": wall,
+        "restart_cost": experiment.restart.to_dict(),
         "summary": {},
         "checks": [],
         **body,

@@ -27,6 +27,7 @@ from mlsched.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.experiments.costs import CHARGED
 from mlsched.experiments.plots import plot_cdf, plot_lines
 from mlsched.experiments.pool import Runner
 from mlsched.scheduler.registry import available, registered
@@ -63,6 +64,10 @@ _SWEEP_METRICS = (
     "avg_jct_s",
     "deadline_misses",
 )
+
+
+#: What a restart costs here (every policy alike; results.json says).
+RESTART = CHARGED
 
 
 @register_experiment(
@@ -176,7 +181,9 @@ def _run_one(item: _Item) -> tuple[Summary | Failure, list[float], float]:
     )
     rate = float(workload.notes["resample_rejection_rate"])
     outcome = try_simulate(
-        workload, SimulationConfig(item.policy, seed=item.seed), context={"jobs": item.jobs}
+        workload,
+        SimulationConfig(item.policy, seed=item.seed, truth=RESTART.truth),
+        context={"jobs": item.jobs},
     )
     if isinstance(outcome, Failure):
         return outcome, [], rate
@@ -328,7 +335,9 @@ def _repeat_check(
         options={"servers": setting.servers},
     )
     # A fresh run, never one read back from the run cache: this checks determinism.
-    again = try_simulate(workload, SimulationConfig(summary.policy, seed=seed), cache=False)
+    again = try_simulate(
+        workload, SimulationConfig(summary.policy, seed=seed, truth=RESTART.truth), cache=False
+    )
     advance(1)
     if isinstance(again, Failure):
         return Check(name, False, f"{summary.policy} failed when repeated: {again.error}")

@@ -29,6 +29,7 @@ __all__ = [
     "run_header",
     "summary_table",
     "to_json",
+    "truth_line",
     "write_jobs_csv",
     "write_json",
     "write_run",
@@ -196,6 +197,31 @@ def run_header(workload: Any, seed: int) -> str:
         f"{workload.name}: {len(workload.jobs)} jobs on {len(workload.cluster)} servers, "
         f"horizon {horizon} slots of {workload.slot_seconds:g} s, seed {seed}"
     )
+
+
+def truth_line(truth: Any, workload: Any) -> str:
+    """One line saying what the simulated truth charges, and what a profile covers."""
+    text = (
+        f"truth: restart {truth.restart_s:g} s, start-up {truth.startup_s:g} s"
+        + ("" if truth.compute_scale == 1 else f", compute x{truth.compute_scale:g}")
+        + ("" if truth.comm_scale == 1 else f", communication x{truth.comm_scale:g}")
+        + ("" if not truth.noise else f", noise sigma {truth.noise:g}")
+    )
+    if truth.profile is None:
+        return text + "; iterations from the job specs"
+    from mlsched.perfmodel.profiled import ProfileLookup
+
+    jobs = {j.job_id: j for j in workload.jobs}
+    covered, missing = ProfileLookup(truth.profile).coverage(jobs)
+    host = truth.profile.machine.get("hostname", "?")
+    text += (
+        f"; profile of {host} ({len(truth.profile.cells)} cells) covers {covered} of "
+        f"{len(jobs)} jobs (their iterations, start-up and restarts from it)"
+    )
+    if missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        text += f"; the rest run at their specs' speed (no cell for {shown})"
+    return text
 
 
 def run_footer(summary: Summary) -> str:

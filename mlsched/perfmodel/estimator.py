@@ -2,7 +2,11 @@
 
 Parameters are kept per *profile key* ``(family, model, batch size, global batch, worker
 type or GPU type)``: jobs of the same model on the same hardware share what was measured.
-Until a key has measurements, a job's parameters come from its spec (the prior). After
+Until a key has measurements, a job's parameters come from its spec (the prior), or, given
+a measured profile (``profile``), from the job's cell where the profile has one: its
+compute seconds per iteration, and the communication scale that makes the family's
+nominal time on one server equal the cell's (a one-machine profile measures nothing
+across servers, so those scales stay the spec's). After
 :meth:`refit`, predictions use the least-squares fit over the last ``window`` measurements
 of the key (compute and communication times are fitted together, each against its own
 design row, which makes compute and bandwidth identifiable from one configuration).
@@ -31,6 +35,8 @@ from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.perfmodel.base import GBIT, Measurement, PerfFamily, RuntimeModel
 from mlsched.perfmodel.fit import FitResult, fit_linear
 from mlsched.perfmodel.hetero import HeteroModel
+from mlsched.perfmodel.profile import Profile
+from mlsched.perfmodel.profiled import ProfileLookup
 from mlsched.perfmodel.ps_async import AsyncPSModel
 from mlsched.perfmodel.ps_sync import SyncPSModel
 from mlsched.perfmodel.ring import RingAllReduceModel
@@ -119,8 +125,11 @@ class RuntimeEstimator(RuntimeModel):
         *,
         window: int = 256,
         overrides: Mapping[str, float] | None = None,
+        profile: Profile | None = None,
     ) -> None:
         self.cluster = cluster
+        self.profile = profile
+        self._lookup = ProfileLookup(profile) if profile is not None else None
         self._choice = dict(families or {})
         for kind, fam in self._choice.items():
             if kind not in JOB_KINDS:
@@ -215,11 +224,45 @@ class RuntimeEstimator(RuntimeModel):
         if fit is not None and fit.ok:
             return fit.params
         fam = self.family(job)
-        prior = fam.prior(job, self.hardware(job, placement), self.cluster)
+        hw = self.hardware(job, placement)
+        prior = fam.prior(job, hw, self.cluster)
+        if self._lookup is not None:
+            self._profiled_prior(fam, job, hw, prior)
         for i, name in enumerate(fam.param_names):
             if name in self._overrides:
                 prior[i] = self._overrides[name]
         return prior
+
+    def _profiled_prior(
+        self, fam: PerfFamily, job: JobSpec, hw: str | None, prior: np.ndarray
+    ) -> None:
+        """Overwrite ``prior`` with what the profile measured for the job at the worker
+        count it asks for (its requested, else its largest), where it has a cell."""
+        assert self._lookup is not None
+        workers = job.requested_workers or job.worker_cap
+        device = hw if hw is not None else self._server_type()
+        match = self._lookup.match(job, workers, device)
+        if match is None or "compute_s" not in fam.param_names:
+            return
+        prior[fam.param_names.index("compute_s")] = match.compute_s
+        if match.cell.comm_s is None or workers < 2:
+            return
+        # The family's communication on one server, at the job's worker count: the
+        # parameter that scales it is set so the prediction equals the cell's.
+        ps = ((0, job.requested_ps or 1),) if job.arch is not Arch.ALLREDUCE else ()
+        _, dm = fam.design(job, Placement(((0, workers),), ps), self.cluster)
+        scales = [i for i, n in enumerate(fam.param_names) if n.startswith("comm_scale")]
+        for i in scales:
+            if dm[i] > 0:
+                rest = float(dm @ prior) - dm[i] * prior[i]
+                if match.comm_s > rest:
+                    prior[i] = (match.comm_s - rest) / dm[i]
+                return
+
+    def _server_type(self) -> str | None:
+        """The cluster's GPU type where its servers share one (what a profile's cells name)."""
+        types = {s.gpu_type for s in self.cluster.servers}
+        return types.pop() if len(types) == 1 else None
 
     # RuntimeModel -----------------------------------------------------------------------
     def _entry(self, job: JobSpec, placement: Placement) -> _Entry:

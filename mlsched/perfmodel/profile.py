@@ -68,6 +68,8 @@ class Cell:
     restart_s: float | None = None  # a stop at a checkpoint to the resumed first iteration
     iterations: int = 0  # how many iterations the means are over
     source: str = "measured"  # or "gavel"
+    batch_size: int | None = None  # per worker, as measured (None: the settings')
+    image_size: int | None = None  # pixels per side, as measured (None: the settings')
 
     @property
     def key(self) -> tuple[str, str, int, str]:
@@ -103,6 +105,10 @@ class Cell:
             raise SpecError(f"{where}.iterations", self.iterations, "an integer >= 0")
         if self.source not in ("measured", "gavel"):
             raise SpecError(f"{where}.source", self.source, "measured or gavel")
+        for name in ("batch_size", "image_size"):
+            value = getattr(self, name)
+            if value is not None and (not _count(value) or value < 1):
+                raise SpecError(f"{where}.{name}", value, "an integer >= 1, or null")
         return self
 
 

@@ -52,6 +52,13 @@ def add_profile_parser(sub: Any) -> None:
     m.add_argument("--resume-steps", type=int, default=5, help="steps of each resumed run")
     m.add_argument("--batch-size", type=int, default=32)
     m.add_argument("--image-size", type=int, default=32)
+    m.add_argument(
+        "--image-size-of",
+        action="append",
+        default=[],
+        metavar="MODEL=PX",
+        help="measure MODEL at another image size (repeatable; e.g. vgg11-narrow=32)",
+    )
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     m.add_argument(
         "--device-type", default=None, help="the cells' device type (default: the device's)"
@@ -104,6 +111,16 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_sizes(pairs: list[str]) -> tuple[tuple[str, int], ...]:
+    out = []
+    for pair in pairs:
+        model, sep, size = pair.partition("=")
+        if not sep or not model or not size.strip().isdigit():
+            raise SpecError("--image-size-of", pair, "MODEL=PIXELS, e.g. vgg11-narrow=32")
+        out.append((model.strip(), int(size)))
+    return tuple(sorted(out))
+
+
 def _measure(args: argparse.Namespace) -> int:
     from mlsched.profiling.grid import Grid, run_grid
     from mlsched.profiling.measure import Settings
@@ -117,6 +134,7 @@ def _measure(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         image_size=args.image_size,
         device=args.device,
+        image_sizes=_model_sizes(args.image_size_of),
     )
     run = run_grid(
         grid, settings, args.out, device_type=args.device_type, say=lambda s: print(s, flush=True)

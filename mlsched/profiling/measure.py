@@ -47,6 +47,9 @@ class Settings:
     threads: int = 1
     repeats: int = 3
     device: str = "cpu"  # cpu | cuda
+    #: Models measured at another image size than ``image_size`` (e.g. a VGG's five
+    #: poolings need 32 px), as (model, pixels) pairs.
+    image_sizes: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name, low in (("steps", 2), ("warmup", 0), ("resume_steps", 1), ("batch_size", 1),
@@ -59,9 +62,18 @@ class Settings:
             raise SpecError("warmup", self.warmup, f"fewer than steps ({self.steps})")
         if self.device not in ("cpu", "cuda"):
             raise SpecError("device", self.device, "cpu or cuda")
+        for model, size in self.image_sizes:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 8:
+                raise SpecError(f"image_sizes.{model}", size, "an integer >= 8")
+
+    def image_for(self, model: str) -> int:
+        return dict(self.image_sizes).get(model, self.image_size)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "image_sizes"}
+        if self.image_sizes:  # only when used: files of earlier runs resume unchanged
+            out["image_sizes"] = dict(self.image_sizes)
+        return out
 
 
 def machine_info() -> dict[str, Any]:
@@ -114,7 +126,7 @@ def train_config(model: str, kind: str, workers: int, s: Settings, work: Path) -
         metrics=str(work / "metrics.jsonl"),
         batch_size=s.batch_size,
         num_samples=s.num_samples,
-        image_size=s.image_size,
+        image_size=s.image_for(model),
         device=s.device,
         threads=s.threads,
         checkpoint_every_s=0.0,
@@ -163,6 +175,8 @@ def measure_cell(
         checkpoint_load_s=load_s,
         restart_s=save_s + _startup(_iterations(Path(resumed_cfg.metrics)), resumed_at),
         iterations=len(steady),
+        batch_size=cfg.batch_size,
+        image_size=cfg.image_size,
     ).check()
 
 

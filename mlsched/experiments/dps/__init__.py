@@ -34,6 +34,7 @@ from mlsched.experiments.base import (
 from mlsched.experiments.dps.common import (
     BENCHMARK,
     PRIMARY,
+    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     DpsScale,
@@ -91,6 +92,7 @@ def _sweep(
     "spec 004 Figs. 2-7: DPS vs BFP/DPS-simple/TOP/Random/DPS-RS: profit, regret over "
     "time, PA vs random placement, delta and theta sweeps",
     default_seeds=8,
+    restart=RESTART,
 )
 def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory) -> dict[str, Any]:
     s = SCALE_SETTINGS[scale]

@@ -12,6 +12,7 @@ from mlsched.core.allocation import Allocation, JobState
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import RunResult
 from mlsched.engine.summary import summarize
+from mlsched.experiments.costs import CHARGED, RestartCost
 from mlsched.experiments.dps.diagnosis import offer_facts
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline.fixed_price import best_fixed_prices, build_model
@@ -19,6 +20,9 @@ from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.view import ClusterView, RunContext
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
+
+#: What a restart costs in this experiment (every scheme alike; results.json says).
+RESTART: RestartCost = CHARGED
 
 #: The compared schemes (spec 004 §3.7): name -> (policy, options). DPS-simple is DPS
 #: without exploration (θ = 0), DPS-RS DPS with random placement.
@@ -148,7 +152,7 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
 
     outcome = try_simulate(
         w,
-        SimulationConfig(item.policy, seed=item.seed, policy_options=options),
+        SimulationConfig(item.policy, seed=item.seed, policy_options=options, truth=RESTART.truth),
         context={"part": item.part, "scheme": item.name},
         on_allocate=keep,
     )

@@ -53,6 +53,7 @@ from mlsched.experiments.gadget.checks import (
 )
 from mlsched.experiments.gadget.common import (
     PRIMARY,
+    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     GadgetScale,
@@ -111,6 +112,7 @@ def _loads(records: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
     "spec 003 Figs. 4-7: GADGET vs ring FIFO/DRF/LAS on total utility, embedded ratio vs "
     "node and link capacity, LP-RS-MDE vs the slot MILP, independent capacity/ring replay",
     default_seeds=8,
+    restart=RESTART,
 )
 def run_gadget(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory

@@ -41,6 +41,7 @@ from mlsched.experiments.hetero.checks import (
 )
 from mlsched.experiments.hetero.common import (
     PRIMARY,
+    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     VARIANT,
@@ -76,6 +77,7 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
     "spec 002 Figs. 2/5/8: hetero (A_online) vs FIFO/DRF/2D-LAS/AntMan on weighted "
     "completion time, A_maxweight vs Jain et al.'s greedy, sensitivity to alpha",
     default_seeds=8,
+    restart=RESTART,
 )
 def run_hetero(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory

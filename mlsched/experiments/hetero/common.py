@@ -12,9 +12,13 @@ from mlsched.core.allocation import JobState
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import RunResult
 from mlsched.engine.summary import summarize
+from mlsched.experiments.costs import CHARGED, RestartCost
 from mlsched.scheduler.hetero.grid import fit_count
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
+
+#: What a restart costs in this experiment (every scheme alike; results.json says).
+RESTART: RestartCost = CHARGED
 
 PRIMARY = "hetero"
 #: A_online as the paper has it decides the checks; with the spec's compacted offsets
@@ -149,6 +153,7 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         item.policy,
         seed=item.seed,
         policy_options=options,
+        truth=RESTART.truth,
         # Faithful windows start at alpha tau_i: the cluster may idle for long stretches
         # while jobs wait for theirs; that is not a stall.
         stall_slots=run_slots,

@@ -48,6 +48,7 @@ from mlsched.experiments.base import (
 from mlsched.experiments.oasis.common import (
     BASELINES,
     OASIS_VARIANTS,
+    RESTART,
     SCALE_SETTINGS,
     OasisScale,
     _schemes,
@@ -82,6 +83,7 @@ __all__ = [
     "spec 001 Figs. 3-8: OASiS vs FIFO/DRF/RRH/Dorm, completion vs target, OPT ratio, U/L, "
     "testbed setting",
     default_seeds=6,
+    restart=RESTART,
 )
 def run_oasis(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory

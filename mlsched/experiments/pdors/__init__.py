@@ -54,6 +54,7 @@ from mlsched.experiments.pdors.common import (
     MIXES,
     PDORS,
     PRIMARY,
+    RESTART,
     SCALE_SETTINGS,
     Item,
     PdorsScale,
@@ -120,6 +121,7 @@ def _run_all(
     "spec 000 Figs. 7-11, 14-17: PD-ORS vs OASiS/FIFO/DRF/Dorm, median training time, "
     "OPT ratio, rounding gain, job mix",
     default_seeds=8,
+    restart=RESTART,
 )
 def run_pdors(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory

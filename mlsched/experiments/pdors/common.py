@@ -12,9 +12,15 @@ from mlsched.core.allocation import JobState
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import JobRecord
 from mlsched.engine.summary import summarize
+from mlsched.experiments.costs import RestartCost, paper_assumes_free
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
 from mlsched.workloads.pdors import alone_slots
+
+#: What a restart costs in this experiment (every scheme alike; results.json says).
+RESTART: RestartCost = paper_assumes_free(
+    'spec 000: "reconfiguration (checkpoint/restart) between slots costs nothing in the model"'
+)
 
 PRIMARY = "pd_ors"
 #: PD-ORS as shipped decides the checks; with the paper's L as written (no utility floor,
@@ -172,7 +178,9 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
     options = {**item.scheme.options, **dict(item.extra)}
     outcome = try_simulate(
         w,
-        SimulationConfig(item.scheme.policy, seed=item.seed, policy_options=options),
+        SimulationConfig(
+            item.scheme.policy, seed=item.seed, policy_options=options, truth=RESTART.truth
+        ),
         context={"part": item.part, "scheme": item.name, "jobs": item.jobs},
     )
     if isinstance(outcome, Failure):

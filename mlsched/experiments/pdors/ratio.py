@@ -8,7 +8,7 @@ from typing import Any
 
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.summary import summarize
-from mlsched.experiments.pdors.common import PRIMARY, PdorsScale, schemes, workload
+from mlsched.experiments.pdors.common import PRIMARY, RESTART, PdorsScale, schemes, workload
 from mlsched.experiments.pool import Runner
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline import pdors_optimum
@@ -45,7 +45,9 @@ def _one(item: RatioItem) -> dict[str, Any] | Failure:
     scheme = schemes()[PRIMARY]
     outcome = try_simulate(
         w,
-        SimulationConfig(scheme.policy, seed=item.seed, policy_options=scheme.options),
+        SimulationConfig(
+            scheme.policy, seed=item.seed, policy_options=scheme.options, truth=RESTART.truth
+        ),
         context={"part": "ratio", "servers": item.servers},
     )
     if isinstance(outcome, Failure):

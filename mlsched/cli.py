@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,13 +114,20 @@ def get_args_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "simulate", help="run one or several policies on the same workload in the simulator"
     )
-    p.add_argument("--workload", required=True, help="built-in workload name or a file")
+    p.add_argument("--workload", help="built-in workload name or a file (required)")
     p.add_argument(
         "--policy",
-        required=True,
         action="append",
         help="registered policy (mlsched policies); several: a comma list or the flag "
-        "repeated, each run on the same jobs",
+        "repeated, each run on the same jobs (required)",
+    )
+    p.add_argument(
+        "--replay",
+        type=Path,
+        metavar="STATE.db",
+        help="instead: feed a testbed run's stored measurements (a controller's --db) to the "
+        "engine with the run's policy and cluster, and compare its admissions and "
+        "allocations with the recorded ones slot by slot (exit 1 where they differ)",
     )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
     for flags, kind, default, text in _WORKLOAD_ARGS:
@@ -253,6 +260,7 @@ class Config:
     json: bool = False  # listings and simulate: JSON on stdout
     progress: bool = False
     train: TrainConfig | None = None
+    replay: Path | None = None
 
 
 def _policy_list(values: Sequence[str]) -> tuple[str, ...]:
@@ -299,9 +307,18 @@ def _progress_enabled() -> bool:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     cmd = args.command
+    if cmd == "simulate" and args.replay is not None:
+        others = [f"--{n}" for n in ("workload", "policy", "profile") if getattr(args, n)]
+        if others:
+            raise SpecError(others[0], "given", "nothing beside --replay (the run names it)")
+        return Config("replay", replay=args.replay, json=args.json)
     if cmd == "simulate":
         from mlsched.engine.simulator import DEFAULT_RESTART_S, TruthConfig
         from mlsched.perfmodel.profile import load_profile
+
+        for name in ("workload", "policy"):
+            if not getattr(args, name):
+                raise SpecError(f"--{name}", None, "given (or --replay STATE.db)")
 
         truth = TruthConfig(
             compute_scale=args.truth_compute_scale,
@@ -354,6 +371,7 @@ def run(config: Config) -> int:
 
     handler: dict[str, Callable[[Config], int]] = {
         "simulate": _simulate,
+        "replay": _replay,
         "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
         "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
         "experiments": lambda c: _print_names(experiments(), json_out=c.json),
@@ -421,6 +439,30 @@ def _progress(config: Config) -> ProgressFactory:
     from mlsched.experiments.base import no_progress
 
     return _tqdm if config.progress else no_progress
+
+
+def _replay(config: Config) -> int:
+    from mlsched.controller.replay_state import replay_state
+
+    assert config.replay is not None
+    outcome = replay_state(config.replay)
+    if config.json:
+        print(
+            json.dumps(
+                {
+                    "policy": outcome.policy,
+                    "slots": outcome.slots,
+                    "first_difference": outcome.first_difference,
+                    "damaged_rows": outcome.damaged,
+                    "recorded": [asdict(d) for d in outcome.recorded],
+                    "replayed": [asdict(d) for d in outcome.replayed],
+                },
+                indent=1,
+            )
+        )
+    else:
+        print(outcome.describe())
+    return 0 if outcome.first_difference is None else 1
 
 
 def _simulate(config: Config) -> int:

@@ -136,8 +136,28 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             assert scraped[("mlsched_heartbeat_handling_seconds_count", ())] > 0
             assert 0 < scraped[("mlsched_model_error_samples", ())] == status.model_error_samples
             assert ("mlsched_revenue", ()) in scraped
+            _replays_the_same(tmp_path / "state.db")
     finally:
         ctl.stop()
+
+
+def _replays_the_same(db: Path) -> None:
+    """The run's stored measurements fed to the engine: the same admissions and allocations
+    slot by slot; with a job's recorded finish taken out, no longer (the comparison can
+    fail)."""
+    import sqlite3
+
+    from mlsched.controller.replay_state import replay_state
+
+    outcome = replay_state(db)
+    assert outcome.first_difference is None, outcome.describe()
+    assert outcome.slots >= 2 and sum(len(d.allocations) for d in outcome.replayed) >= 2
+    assert sum(len(d.admissions) for d in outcome.replayed) == 2
+    tampered = db.with_name("tampered.db")
+    with sqlite3.connect(db) as src, sqlite3.connect(tampered) as dst:
+        src.backup(dst)
+        dst.execute("UPDATE progress SET units = 0, finished = 0 WHERE job_id = 'ps'")
+    assert replay_state(tampered).first_difference is not None
 
 
 def test_malformed_job_spec_is_rejected_with_the_field_named(tmp_path: Path) -> None:

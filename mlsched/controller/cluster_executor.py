@@ -32,6 +32,7 @@ from mlsched.controller.runs import (
     JobRun,
     Layout,
     TaskSettings,
+    placement_layout,
     render_tasks,
     store_host,
 )
@@ -84,16 +85,6 @@ class _LiveAgents:
     def __contains__(self, agent_id: object) -> bool:
         agent = self.agents.get(agent_id) if isinstance(agent_id, str) else None
         return agent is not None and agent.alive
-
-
-def _layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
-    """A placement by server index as (agent id, workers, PSs): in the placement's ring
-    order when it has one (ranks follow the layout, so a ring's neighbours are its ranks'
-    neighbours, spec 003 3.4.4), else in server order."""
-    w, k = dict(p.workers), dict(p.ps)
-    order = list(p.ring) if p.ring else []
-    order += sorted((set(w) | set(k)) - set(order))
-    return tuple((name_of(s), w.get(s, 0), k.get(s, 0)) for s in order)
 
 
 class ClusterExecutor(Executor):
@@ -149,7 +140,7 @@ class ClusterExecutor(Executor):
                         self.task_index.record(job_id, run.gen.tasks, run.gen.agent_of)
 
     def layout_of(self, p: Placement, cluster: Cluster) -> Layout:
-        return _layout(p, lambda s: cluster.servers[s].name)
+        return placement_layout(p, lambda s: cluster.servers[s].name)
 
     def placement_of(self, layout: Layout) -> Placement | None:
         try:
@@ -181,7 +172,7 @@ class ClusterExecutor(Executor):
                 entry = self.jobs.get(job_id)
                 if entry is None:
                     entry = self.jobs[job_id] = ExecutorJob(jobs[job_id], JobRun(job_id))
-                entry.want = _layout(p, names.__getitem__)
+                entry.want = placement_layout(p, names.__getitem__)
             self._reconcile_locked()
 
     def collect(self, slot: int) -> SlotReport:

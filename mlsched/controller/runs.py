@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from mlsched.core.allocation import Placement
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import contained
 from mlsched.core.job import Arch, JobSpec, SyncMode
@@ -29,6 +31,7 @@ __all__ = [
     "TaskSettings",
     "job_config",
     "launch_name",
+    "placement_layout",
     "plan_from_dict",
     "plan_to_dict",
     "render_tasks",
@@ -37,6 +40,16 @@ __all__ = [
 
 #: (agent id, workers, PSs) per agent, in the cluster's server order.
 Layout = tuple[tuple[str, int, int], ...]
+
+
+def placement_layout(p: Placement, name_of: Callable[[int], str]) -> Layout:
+    """A placement by server index as (agent id, workers, PSs): in the placement's ring
+    order when it has one (ranks follow the layout, so a ring's neighbours are its ranks'
+    neighbours, spec 003 3.4.4), else in server order."""
+    w, k = dict(p.workers), dict(p.ps)
+    order = list(p.ring) if p.ring else []
+    order += sorted((set(w) | set(k)) - set(order))
+    return tuple((name_of(s), w.get(s, 0), k.get(s, 0)) for s in order)
 
 
 def units_per_step(job: JobSpec, workers: int) -> int:

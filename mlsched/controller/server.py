@@ -282,8 +282,10 @@ class Controller:
             )
             if self.metrics is not None:
                 self.engine.observe = self.metrics.observe_decision
+            self._record_setup(cluster)
             self._restore(self.engine)
         else:
+            self.store.set_meta("cluster_changes", self.store.get_meta("cluster_changes", 0) + 1)
             waiting = self.engine.reconfigure(cluster, policy)
             if waiting:
                 log.warning("[controller] jobs waiting for capacity: %s", ", ".join(waiting))
@@ -313,6 +315,25 @@ class Controller:
             skipped,
         )
         self._publish(engine)
+
+    def _record_setup(self, cluster: Any) -> None:
+        """What a replay of this run needs beside its history (``simulate --replay``): the
+        policy and its settings, the seed, the slot length, the profile and the cluster as
+        the engine numbered it. A resumed controller keeps the first run's."""
+        if self.store.get_meta("engine") is not None:
+            self.store.set_meta("resumed", True)
+            return
+        self.store.set_meta(
+            "engine",
+            {
+                "policy": self.cfg.policy,
+                "policy_options": self.policy_options,
+                "seed": self.cfg.seed,
+                "slot_seconds": self.cfg.slot_seconds,
+                "profile": str(Path(self.cfg.profile).resolve()) if self.cfg.profile else None,
+                "cluster": cluster.to_dict(),
+            },
+        )
 
     def _take_requests(self, engine: Engine) -> None:
         while True:

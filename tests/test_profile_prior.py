@@ -115,3 +115,16 @@ def test_the_controller_refuses_a_malformed_profile_by_field(tmp_path: Path) -> 
     with pytest.raises(SpecError, match=r"cells\[\d\]\.compute_s"):
         Controller(ControllerConfig(listen="127.0.0.1:0", db=str(tmp_path / "s.db"),
                                     profile=str(bad)))  # fmt: skip
+
+
+def test_a_ring_across_servers_keeps_the_specs_links_plus_the_cells_overhead() -> None:
+    job = _job(arch=Arch.ALLREDUCE, requested_workers=2)
+    one, two = Placement(((0, 2),)), Placement(((0, 1), (1, 1)))
+    profiled, spec = RuntimeEstimator(_cluster(), profile=PROFILE), RuntimeEstimator(_cluster())
+    overhead = profiled.iteration_parts(job, one)[1] - spec.iteration_parts(job, one)[1]
+    assert overhead > 0.04  # the cell's 0.05 s, nearly all of it per-message overhead
+    # Across servers: the spec's wire time over the 1 Gbit/s links, plus the same overhead
+    # (scaling the links by the loopback time would make it many times the cell's).
+    assert profiled.iteration_parts(job, two)[1] == pytest.approx(
+        spec.iteration_parts(job, two)[1] + overhead
+    )

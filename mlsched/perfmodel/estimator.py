@@ -4,9 +4,10 @@ Parameters are kept per *profile key* ``(family, model, batch size, global batch
 type or GPU type)``: jobs of the same model on the same hardware share what was measured.
 Until a key has measurements, a job's parameters come from its spec (the prior), or, given
 a measured profile (``profile``), from the job's cell where the profile has one: its
-compute seconds per iteration, and the communication scale that makes the family's
-nominal time on one server equal the cell's (a one-machine profile measures nothing
-across servers, so those scales stay the spec's). After
+compute seconds per iteration, and the in-server communication parameter (a ring's
+reduction time, a synchronous PS's in-server scale) that makes the family's time on one
+server equal the cell's (a one-machine profile measures nothing across servers, so the
+scales of the links between servers stay the spec's). After
 :meth:`refit`, predictions use the least-squares fit over the last ``window`` measurements
 of the key (compute and communication times are fitted together, each against its own
 design row, which makes compute and bandwidth identifiable from one configuration).
@@ -57,6 +58,10 @@ FAMILIES: dict[str, Callable[[], PerfFamily]] = {
 JOB_KINDS = ("ps_async", "ps_sync", "allreduce")
 
 ProfileKey = tuple[str, str, int, int, str]
+
+#: Parameters a profile's one-machine communication time may set: they add to, or scale,
+#: communication within a server only.
+_IN_SERVER_PARAMS = ("reduce_s", "comm_scale_int")
 
 
 def default_family(job: JobSpec) -> str:
@@ -247,13 +252,15 @@ class RuntimeEstimator(RuntimeModel):
         prior[fam.param_names.index("compute_s")] = match.compute_s
         if match.cell.comm_s is None or workers < 2:
             return
-        # The family's communication on one server, at the job's worker count: the
-        # parameter that scales it is set so the prediction equals the cell's.
+        # The family's communication on one server, at the job's worker count, made equal
+        # to the cell's through a parameter that does not scale the links between servers
+        # (a ring's fixed reduction time, a synchronous PS's in-server scale): a loopback
+        # time is mostly per-message overhead, not bandwidth.
         ps = ((0, job.requested_ps or 1),) if job.arch is not Arch.ALLREDUCE else ()
         _, dm = fam.design(job, Placement(((0, workers),), ps), self.cluster)
-        scales = [i for i, n in enumerate(fam.param_names) if n.startswith("comm_scale")]
-        for i in scales:
-            if dm[i] > 0:
+        for name in _IN_SERVER_PARAMS:
+            i = fam.param_names.index(name) if name in fam.param_names else -1
+            if i >= 0 and dm[i] > 0:
                 rest = float(dm @ prior) - dm[i] * prior[i]
                 if match.comm_s > rest:
                     prior[i] = (match.comm_s - rest) / dm[i]

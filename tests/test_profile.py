@@ -11,6 +11,7 @@ compute plus communication, a restart cheaper than the checkpoint it saves).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,59 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     assert err.value.field == "settings.resume_steps"
     assert main(["profile", "show", str(out)]) == 0
     assert "mlp            ps_async   1 cpu" in capsys.readouterr().out
+
+
+def _cpu_share_missing() -> str:
+    from mlsched.emulation.cpu_share import cpu_control
+
+    control, why = cpu_control()
+    return "" if control is not None else why
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(bool(_cpu_share_missing()), reason=_cpu_share_missing() or "ok")
+def test_what_runs_inside_a_share_gets_that_share_and_leaves_nothing_behind() -> None:
+    import sys
+    import time
+
+    import psutil
+
+    from mlsched.emulation.cpu_share import cpu_control, inside
+
+    control, _ = cpu_control()
+    assert control is not None
+    with inside(control, "profile-test", 0.3) as group:
+        burner = psutil.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            time.sleep(0.3)
+            before = sum(burner.cpu_times()[:2])
+            time.sleep(1.0)
+            used = sum(burner.cpu_times()[:2]) - before
+        finally:
+            burner.kill()
+            burner.wait()
+    assert 0.2 <= used <= 0.3 * 1.15  # the share, though the machine has more
+    assert not group.exists()
+    mine = Path(f"/proc/{os.getpid()}/cgroup").read_text()
+    assert "mlsched" not in mine  # back where it was
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(bool(_cpu_share_missing()), reason=_cpu_share_missing() or "ok")
+def test_a_cell_measured_in_a_cpu_share_costs_what_a_host_of_that_share_pays(
+    tmp_path: Path,
+) -> None:
+    """An async PS job (a worker and a PS) in 0.3 cores against the whole machine: its
+    compute must be several times slower (4.5x in 0.2 cores here), and the share recorded.
+    (About a minute: start-up in 0.3 cores is slow; make test has the mechanism above.)"""
+    grid = Grid(models=("mlp",), kinds=("ps_async",), workers=(1,))
+    whole = Settings(steps=6, warmup=2, resume_steps=1, repeats=1)
+    shared = Settings(steps=6, warmup=2, resume_steps=1, repeats=1, cpus=0.3)
+    [free] = run_grid(grid, whole, tmp_path / "whole.json").profile.cells
+    run = run_grid(grid, shared, tmp_path / "shared.json")
+    [slow] = run.profile.cells
+    assert run.profile.settings["cpus"] == 0.3 and "cpus" not in whole.to_dict()
+    assert free.compute_s is not None and slow.compute_s is not None
+    assert slow.compute_s > 2.0 * free.compute_s
+    with pytest.raises(SpecError, match="cpus"):
+        Settings(cpus=0.01)

@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ __all__ = [
     "cpu_control",
     "group_pids",
     "host_group",
+    "inside",
     "join_argv",
     "make_group",
     "remove_group",
@@ -119,6 +121,22 @@ def join_argv(path: Path, argv: list[str]) -> list[str]:
     command, so the command and everything it starts are in the group from their first
     instruction."""
     return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(path / "cgroup.procs"), *argv]
+
+
+@contextlib.contextmanager
+def inside(control: CpuControl, name: str, cores: float) -> Iterator[Path]:
+    """This process, and every process it starts meanwhile, limited to ``cores`` CPUs (a
+    group ``<hierarchy>/mlsched/<name>``); on leaving, this process moves back to the
+    hierarchy's root and the group is removed (anything still in it is killed)."""
+    path = control.root / "mlsched" / name
+    make_group(control, path, cores)
+    try:
+        _write(path / "cgroup.procs", str(os.getpid()))
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            _write(control.root / "cgroup.procs", str(os.getpid()))
+        remove_group(path, stop_at=control.root)
 
 
 def group_pids(path: Path) -> list[int]:

@@ -59,6 +59,13 @@ def add_profile_parser(sub: Any) -> None:
         metavar="MODEL=PX",
         help="measure MODEL at another image size (repeatable; e.g. vgg11-narrow=32)",
     )
+    m.add_argument(
+        "--cpus",
+        type=float,
+        default=None,
+        help="measure every cell inside a share of this many cores (the cgroup cpu "
+        "controller; root): what a job costs on an emulated host of that share",
+    )
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     m.add_argument(
         "--device-type", default=None, help="the cells' device type (default: the device's)"
@@ -135,6 +142,7 @@ def _measure(args: argparse.Namespace) -> int:
         image_size=args.image_size,
         device=args.device,
         image_sizes=_model_sizes(args.image_size_of),
+        cpus=args.cpus,
     )
     run = run_grid(
         grid, settings, args.out, device_type=args.device_type, say=lambda s: print(s, flush=True)

@@ -11,6 +11,10 @@ It costs two real runs of the job and a few checkpoints in this process:
    save time is the cost of a restart (stop at a checkpoint, start again, resume);
 3. the checkpoint of the same model and optimizer state saved and loaded ``repeats`` times
    here (the trainers' own ``save`` and ``load_latest``, on the same disk).
+
+With ``cpus`` set, all of it runs inside a CPU share of that many cores (the cgroup cpu
+controller, as an emulated host's, :mod:`mlsched.emulation.cpu_share`): the cell then says
+what the job costs on a host of that share.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class Settings:
     #: Models measured at another image size than ``image_size`` (e.g. a VGG's five
     #: poolings need 32 px), as (model, pixels) pairs.
     image_sizes: tuple[tuple[str, int], ...] = ()
+    #: Cores the cell's processes share (None: the machine's); a cgroup cpu quota.
+    cpus: float | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("steps", 2), ("warmup", 0), ("resume_steps", 1), ("batch_size", 1),
@@ -62,6 +68,11 @@ class Settings:
             raise SpecError("warmup", self.warmup, f"fewer than steps ({self.steps})")
         if self.device not in ("cpu", "cuda"):
             raise SpecError("device", self.device, "cpu or cuda")
+        if self.cpus is not None and not (
+            isinstance(self.cpus, int | float) and not isinstance(self.cpus, bool)
+            and 0.1 <= self.cpus <= 4096
+        ):  # fmt: skip
+            raise SpecError("cpus", self.cpus, "cores in 0.1..4096 (the kernel's floor is 0.1)")
         for model, size in self.image_sizes:
             if not isinstance(size, int) or isinstance(size, bool) or size < 8:
                 raise SpecError(f"image_sizes.{model}", size, "an integer >= 8")
@@ -70,9 +81,15 @@ class Settings:
         return dict(self.image_sizes).get(model, self.image_size)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "image_sizes"}
+        out = {
+            k: getattr(self, k)
+            for k in self.__dataclass_fields__
+            if k not in ("image_sizes", "cpus")
+        }
         if self.image_sizes:  # only when used: files of earlier runs resume unchanged
             out["image_sizes"] = dict(self.image_sizes)
+        if self.cpus is not None:
+            out["cpus"] = self.cpus
         return out
 
 
@@ -139,6 +156,20 @@ def measure_cell(
 ) -> Cell:
     """Run the cell's job twice and checkpoint it; the measured cell. RuntimeError when a
     run fails (with its exit codes and errors)."""
+    if s.cpus is None:
+        return _measure(model, kind, workers, device_type, s, work)
+    from mlsched.emulation.cpu_share import cpu_control, inside
+
+    control, why = cpu_control()
+    if control is None:
+        raise SpecError("cpus", s.cpus, f"a machine whose cpu controller is writable ({why})")
+    with inside(control, f"profile-{os.getpid()}", s.cpus):
+        return _measure(model, kind, workers, device_type, s, work)
+
+
+def _measure(
+    model: str, kind: str, workers: int, device_type: str, s: Settings, work: Path
+) -> Cell:
     from mlsched.trainers.launch import launch
 
     cfg = train_config(model, kind, workers, s, work)

@@ -189,6 +189,12 @@ def get_args_parser() -> argparse.ArgumentParser:
         "--emulate", action="store_true", help="testbed: for real on an emulated cluster (root)"
     )
     p.add_argument("--policy", action="append", default=[], help="testbed: policies (a,b,c)")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help="testbed: the simulator's truth for the comparison (a profile measured for the "
+        "emulated hosts, e.g. profile measure --cpus 0.45); default: the job specs",
+    )
 
     p = sub.add_parser(
         "demo",
@@ -344,6 +350,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
             progress=_progress_enabled(),
         )
     if cmd == "experiment":
+        if args.profile is not None:
+            raise SpecError(
+                "--profile",
+                str(args.profile),
+                "only with experiment testbed --emulate (the paper experiments' jobs are the "
+                "papers' synthetic ones, which no measured profile covers)",
+            )
         out = args.out or Path("results") / args.name
         return Config(
             cmd,

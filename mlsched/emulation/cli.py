@@ -340,10 +340,13 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
         print(f"mlsched experiment testbed: error: {err}", file=sys.stderr)
         return 2
     from mlsched.emulation.experiment import fidelity_table, run_testbed_experiment
+    from mlsched.engine.simulator import TruthConfig
+    from mlsched.perfmodel.profile import load_profile
 
     out = args.out or Path("results") / "testbed"
+    profile = load_profile(args.profile) if getattr(args, "profile", None) else None
     try:
-        results = run_testbed_experiment(policies, out=out)
+        results = run_testbed_experiment(policies, out=out, truth=TruthConfig(profile=profile))
     except EmulationError as err:
         print(f"mlsched experiment testbed: error: {err}", file=sys.stderr)
         return 1

@@ -25,6 +25,7 @@ from mlsched.emulation.demo import DEMO_SPEC, emulated_controller, wait_for_engi
 from mlsched.emulation.report import model_cluster
 from mlsched.emulation.topology import EmulationSpec, plan_network
 from mlsched.engine.results import RunResult
+from mlsched.engine.simulator import TruthConfig
 from mlsched.engine.summary import jct_s, summarize
 from mlsched.workloads.base import Workload
 
@@ -143,8 +144,10 @@ def run_testbed_experiment(
     slot_seconds: float = 5.0,
     max_slots: int = 40,
     say: Callable[[str], None] = print,
+    truth: TruthConfig | None = None,
 ) -> dict[str, Any]:
-    """Run every policy for real and in the simulator; write the outputs under ``out``."""
+    """Run every policy for real and in the simulator (its truth ``truth``: default the
+    job specs, with the default restart cost); write the outputs under ``out``."""
     from mlsched.engine.builder import SimulationConfig, simulate
     from mlsched.engine.summary import job_rows
     from mlsched.experiments.comparison import write_comparison
@@ -155,7 +158,7 @@ def run_testbed_experiment(
     fidelity: dict[str, Any] = {}
     for policy in policies:
         measured = _run_policy(policy, workload, jobs, spec, out / "runs" / policy, max_slots, say)
-        simulated = simulate(workload, SimulationConfig(policy))
+        simulated = simulate(workload, SimulationConfig(policy, truth=truth or TruthConfig()))
         summary = summarize(measured)
         runs.append((summary, measured))
         write_run(
@@ -179,6 +182,7 @@ def run_testbed_experiment(
         "policies": list(policies),
         "summaries": {s.policy: s.to_dict() for s, _ in runs},
         "fidelity": fidelity,
+        "simulated_truth": (truth or TruthConfig()).describe(),
         "plots": [str(p) for p in plots[1:]],
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from engine_helpers import make_engine
 
-from mlsched.controller.cluster_executor import _layout
+from mlsched.controller.runs import placement_layout
 from mlsched.core import (
     Admission,
     Allocation,
@@ -251,10 +251,10 @@ def test_a_ring_order_for_a_ps_job_is_a_policy_error(cluster: Cluster) -> None:
 def test_ranks_follow_the_ring_order() -> None:
     """The cluster executor numbers ranks along its layout; with a ring the layout is the
     ring's order: server 2's worker is rank 0, server 0's two workers ranks 1 and 2."""
-    layout = _layout(Placement(((0, 2), (1, 1), (2, 1)), ring=(2, 0, 1)), str)
+    layout = placement_layout(Placement(((0, 2), (1, 1), (2, 1)), ring=(2, 0, 1)), str)
     assert [agent for agent, _, _ in layout] == ["2", "0", "1"]
     assert [w for _, w, _ in layout] == [1, 2, 1]
-    plain = _layout(Placement(((2, 1), (0, 2))), str)
+    plain = placement_layout(Placement(((2, 1), (0, 2))), str)
     assert [agent for agent, _, _ in plain] == ["0", "2"]
 
 

@@ -256,3 +256,16 @@ def test_a_profile_file_that_is_not_one_is_refused_by_name(
                                "device": {}, "settings": {}, "cells": [{"model": "m"}]}))  # fmt: skip
     assert main(["simulate", "--workload", "demo", "--policy", "fifo", "--profile", str(bad)]) != 0
     assert "cells[0].kind" in capsys.readouterr().err
+
+
+def test_a_paper_experiment_refuses_a_profile_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlsched.cli import main
+
+    path = tmp_path / "profile.json"
+    PROFILE.save(path)
+    assert main(["experiment", "oasis", "--scale", "smoke", "--profile", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "--profile" in err and "testbed" in err
+    assert not (tmp_path / "results").exists()

@@ -188,8 +188,10 @@ def test_a_cell_measured_in_a_cpu_share_costs_what_a_host_of_that_share_pays(
     tmp_path: Path,
 ) -> None:
     """An async PS job (a worker and a PS) in 0.3 cores against the whole machine: its
-    compute must be several times slower (4.5x in 0.2 cores here), and the share recorded.
-    (About a minute: start-up in 0.3 cores is slow; make test has the mechanism above.)"""
+    start-up (importing torch and building the job, seconds of CPU) must be several times
+    slower (24 s against 3.6 s here), and the share recorded. Start-up, not compute: an
+    MLP step of 5 ms fits within a 10 ms period's quota often enough that its compute
+    ratio ranged 1.6-3x. (About a minute; make test has the mechanism above.)"""
     grid = Grid(models=("mlp",), kinds=("ps_async",), workers=(1,))
     whole = Settings(steps=6, warmup=2, resume_steps=1, repeats=1)
     shared = Settings(steps=6, warmup=2, resume_steps=1, repeats=1, cpus=0.3)
@@ -197,7 +199,7 @@ def test_a_cell_measured_in_a_cpu_share_costs_what_a_host_of_that_share_pays(
     run = run_grid(grid, shared, tmp_path / "shared.json")
     [slow] = run.profile.cells
     assert run.profile.settings["cpus"] == 0.3 and "cpus" not in whole.to_dict()
-    assert free.compute_s is not None and slow.compute_s is not None
-    assert slow.compute_s > 2.0 * free.compute_s
+    assert free.startup_s is not None and slow.startup_s is not None
+    assert slow.startup_s > 2.5 * free.startup_s
     with pytest.raises(SpecError, match="cpus"):
         Settings(cpus=0.01)

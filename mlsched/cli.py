@@ -18,13 +18,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsched.agent.cli import add_agent_args, run_agent
+from mlsched.cli_config import Config
 from mlsched.cli_parser import (
     EnvDefault,
     Parser,
@@ -34,6 +34,7 @@ from mlsched.cli_parser import (
     positive_float,
     positive_int,
 )
+from mlsched.cli_simulate import run_replay, run_simulate
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.emulation.cli import (
@@ -50,10 +51,6 @@ from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 # imported by the functions that run a command, so that building the parser stays cheap:
 # `mlsched --help` and `mlsched status` should not pay a second of imports.
 if TYPE_CHECKING:
-    from mlsched.core.train_config import TrainConfig
-    from mlsched.engine.engine import RunResult
-    from mlsched.engine.simulator import TruthConfig
-    from mlsched.engine.summary import Summary
     from mlsched.experiments.base import ProgressFactory
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
@@ -238,37 +235,6 @@ def get_args_parser() -> argparse.ArgumentParser:
 
 
 # Config ---------------------------------------------------------------------------------
-def _default_truth() -> TruthConfig:
-    from mlsched.engine.simulator import TruthConfig
-
-    return TruthConfig()
-
-
-@dataclass(frozen=True)
-class Config:
-    """What one invocation does, independent of argparse (tests may build it directly)."""
-
-    command: str
-    workload: str = ""
-    policies: tuple[str, ...] = ()
-    seed: int = 0
-    jobs: int | None = None
-    horizon: int | None = None
-    slot_seconds: float | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    policy_options: dict[str, Any] = field(default_factory=dict)
-    truth: TruthConfig = field(default_factory=_default_truth)
-    out: Path | None = None
-    experiment: str = ""
-    seeds: int | None = None
-    scale: str = "default"
-    strict: bool = True  # experiment: a failed check exits 1
-    json: bool = False  # listings and simulate: JSON on stdout
-    progress: bool = False
-    train: TrainConfig | None = None
-    replay: Path | None = None
-
-
 def _policy_list(values: Sequence[str]) -> tuple[str, ...]:
     """``--policy a,b --policy c`` -> (a, b, c); empty names and repeats are refused."""
     names = [n.strip() for v in values for n in v.split(",")]
@@ -278,25 +244,6 @@ def _policy_list(values: Sequence[str]) -> tuple[str, ...]:
         if names.count(name) > 1:
             raise SpecError("--policy", name, "each policy once")
     return tuple(names)
-
-
-def _options_for(
-    policy: str, options: Mapping[str, Any], policies: Sequence[str]
-) -> dict[str, Any]:
-    """The options of ``policy``: unscoped keys (every policy) and ``policy.key`` ones."""
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        scope, dot, name = key.rpartition(".")
-        if not dot:
-            out[key] = value
-            continue
-        if scope not in policies:
-            raise SpecError(
-                f"--policy-option {key}", scope, f"one of the policies run ({', '.join(policies)})"
-            )
-        if scope == policy:
-            out[name] = value
-    return out
 
 
 def _options(pairs: Sequence[str], cluster: str | None) -> dict[str, Any]:
@@ -383,8 +330,8 @@ def run(config: Config) -> int:
     from mlsched.workloads import builtin_workloads
 
     handler: dict[str, Callable[[Config], int]] = {
-        "simulate": _simulate,
-        "replay": _replay,
+        "simulate": lambda c: run_simulate(c, _progress(c)),
+        "replay": run_replay,
         "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
         "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
         "experiments": lambda c: _print_names(experiments(), json_out=c.json),
@@ -452,100 +399,6 @@ def _progress(config: Config) -> ProgressFactory:
     from mlsched.experiments.base import no_progress
 
     return _tqdm if config.progress else no_progress
-
-
-def _replay(config: Config) -> int:
-    from mlsched.controller.replay_state import replay_state
-
-    assert config.replay is not None
-    outcome = replay_state(config.replay)
-    if config.json:
-        print(
-            json.dumps(
-                {
-                    "policy": outcome.policy,
-                    "slots": outcome.slots,
-                    "first_difference": outcome.first_difference,
-                    "damaged_rows": outcome.damaged,
-                    "recorded": [asdict(d) for d in outcome.recorded],
-                    "replayed": [asdict(d) for d in outcome.replayed],
-                },
-                indent=1,
-            )
-        )
-    else:
-        print(outcome.describe())
-    return 0 if outcome.first_difference is None else 1
-
-
-def _simulate(config: Config) -> int:
-    from mlsched.engine.builder import SimulationConfig, check_policies, simulate
-    from mlsched.engine.summary import job_rows, summarize
-    from mlsched.experiments.comparison import write_comparison
-    from mlsched.experiments.report import (
-        run_footer,
-        run_header,
-        summary_table,
-        to_json,
-        truth_line,
-        write_run,
-    )
-    from mlsched.scheduler.registry import create
-    from mlsched.workloads import load_workload
-
-    check_policies(config.policies)
-    workload = load_workload(
-        config.workload,
-        seed=config.seed,
-        jobs=config.jobs,
-        horizon=config.horizon,
-        slot_seconds=config.slot_seconds,
-        options=config.options,
-    )
-    options = {p: _options_for(p, config.policy_options, config.policies) for p in config.policies}
-    for policy, opts in options.items():
-        try:  # bad options fail here, named, before any slot runs
-            create(policy, **opts)
-        except ValueError as err:
-            expected = f"options {policy} accepts ({err})"
-            raise SpecError("--policy-option", opts, expected) from None
-    # With --json, stdout carries only the JSON document; the notes go to stderr.
-    note = sys.stderr if config.json else sys.stdout
-    print(run_header(workload, config.seed), file=note)
-    print(truth_line(config.truth, workload), file=note)
-    runs: list[tuple[Summary, RunResult]] = []
-    for policy in config.policies:
-        sim = SimulationConfig(
-            policy, seed=config.seed, truth=config.truth, policy_options=options[policy]
-        )
-        with _progress(config)(workload.horizon_slots, f"{policy} slots") as advance:
-            result = simulate(workload, sim, progress=lambda slot: advance(1))
-        runs.append((summarize(result), result))
-    if config.json:
-        print(json.dumps([to_json(s.to_dict()) for s, _ in runs], indent=2))
-    else:
-        print(summary_table([s for s, _ in runs]))
-        for summary, _ in runs:
-            print((f"{summary.policy}: " if len(runs) > 1 else "") + run_footer(summary))
-    if config.out is None:
-        return 0
-    several = len(runs) > 1
-    for summary, result in runs:
-        paths = write_run(
-            config.out / summary.policy if several else config.out,
-            summary,
-            job_rows(result),
-            workload=workload,
-            seed=config.seed,
-            truth=config.truth.describe(),
-        )
-        print(f"wrote {paths[0]} and {paths[1]}", file=note)
-    if several:
-        written = write_comparison(
-            config.out, runs, workload=workload, seed=config.seed, policy_options=options
-        )
-        print(f"wrote {written[0]} and {len(written) - 1} plots", file=note)
-    return 0
 
 
 def _experiment(config: Config) -> int:

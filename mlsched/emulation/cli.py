@@ -344,7 +344,7 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     from mlsched.perfmodel.profile import load_profile
 
     out = args.out or Path("results") / "testbed"
-    profile = load_profile(args.profile) if getattr(args, "profile", None) else None
+    profile = load_profile(args.profile) if args.profile else None
     try:
         results = run_testbed_experiment(policies, out=out, truth=TruthConfig(profile=profile))
     except EmulationError as err:

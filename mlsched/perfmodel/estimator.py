@@ -135,6 +135,7 @@ class RuntimeEstimator(RuntimeModel):
         self.cluster = cluster
         self.profile = profile
         self._lookup = ProfileLookup(profile) if profile is not None else None
+        self._server_type_of: tuple[Cluster, str | None] | None = None
         self._choice = dict(families or {})
         for kind, fam in self._choice.items():
             if kind not in JOB_KINDS:
@@ -245,7 +246,7 @@ class RuntimeEstimator(RuntimeModel):
         count it asks for (its requested, else its largest), where it has a cell."""
         assert self._lookup is not None
         workers = job.requested_workers or job.worker_cap
-        device = hw if hw is not None else self._server_type()
+        device = hw if hw is not None else self._server_type
         match = self._lookup.match(job, workers, device)
         if match is None or "compute_s" not in fam.param_names:
             return
@@ -266,10 +267,14 @@ class RuntimeEstimator(RuntimeModel):
                     prior[i] = (match.comm_s - rest) / dm[i]
                 return
 
+    @property
     def _server_type(self) -> str | None:
-        """The cluster's GPU type where its servers share one (what a profile's cells name)."""
-        types = {s.gpu_type for s in self.cluster.servers}
-        return types.pop() if len(types) == 1 else None
+        """The cluster's GPU type where its servers share one (what a profile's cells name);
+        read once per cluster."""
+        if self._server_type_of is None or self._server_type_of[0] is not self.cluster:
+            types = {s.gpu_type for s in self.cluster.servers}
+            self._server_type_of = (self.cluster, types.pop() if len(types) == 1 else None)
+        return self._server_type_of[1]
 
     # RuntimeModel -----------------------------------------------------------------------
     def _entry(self, job: JobSpec, placement: Placement) -> _Entry:

@@ -90,10 +90,10 @@ class ProfileLookup:
     def match(self, job: JobSpec, workers: int, device_type: str | None = None) -> CellMatch | None:
         """The job's cell at ``workers`` workers on ``device_type``; None where the profile
         has no cell of the job's model, kind and device type."""
-        cells = self._cells.get((job.model, profile_kind(job), self.device(device_type)))
+        kind = profile_kind(job)
+        cells = self._cells.get((job.model, kind, self.device(device_type)))
         if not cells or workers < 1:
             return None
-        kind = profile_kind(job)
         # The nearest worker count; a tie goes to the larger (it communicates like the job).
         cell = min(cells, key=lambda c: (abs(c.workers - workers), -c.workers))
         if workers > 1 and cell.workers == 1:
@@ -112,14 +112,6 @@ class ProfileLookup:
         image = cell.image_size or self._image or _DEFAULT_IMAGE
         job_image = _positive(job.training.get("image_size")) or _DEFAULT_IMAGE
         return (job.batch_size / batch) * (job_image / image) ** 2
-
-    def startup_s(self, job: JobSpec, workers: int, device_type: str | None = None) -> float | None:
-        m = self.match(job, workers, device_type)
-        return m.cell.startup_s if m is not None else None
-
-    def restart_s(self, job: JobSpec, workers: int, device_type: str | None = None) -> float | None:
-        m = self.match(job, workers, device_type)
-        return m.cell.restart_s if m is not None else None
 
     def coverage(self, jobs: Mapping[str, JobSpec]) -> tuple[int, list[str]]:
         """How many of ``jobs`` the profile has cells for, and the (model, kind) pairs it

@@ -42,6 +42,7 @@ from mlsched.emulation.cli import (
     run_emulated_demo,
     run_emulated_experiment,
     run_emulation,
+    run_fidelity_experiment,
 )
 from mlsched.profiling.cli import add_profile_parser, run_profile
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
@@ -185,12 +186,20 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--emulate", action="store_true", help="testbed: for real on an emulated cluster (root)"
     )
-    p.add_argument("--policy", action="append", default=[], help="testbed: policies (a,b,c)")
+    p.add_argument(
+        "--policy", action="append", default=[], help="testbed, fidelity: policies (a,b,c)"
+    )
     p.add_argument(
         "--profile",
         type=Path,
         help="testbed: the simulator's truth for the comparison (a profile measured for the "
-        "emulated hosts, e.g. profile measure --cpus 0.45); default: the job specs",
+        "emulated hosts, e.g. profile measure --cpus 0.45); default: the job specs. "
+        "fidelity: the profile to use (measured first, and written here, when absent)",
+    )
+    p.add_argument(
+        "--ablate-isolation",
+        action="store_true",
+        help="fidelity: also run the first policy without CPU slices (about 3 min more)",
     )
 
     p = sub.add_parser(
@@ -219,6 +228,15 @@ def get_args_parser() -> argparse.ArgumentParser:
         type=Path,
         help="a profile of this machine (mlsched profile measure): the controller's runtime "
         "model starts from it",
+    )
+    p.add_argument(
+        "--device-cores",
+        type=positive_float,
+        help="each stand-in GPU a CPU slice of this many cores: every task in a share of its "
+        "own (root; measure the profile with the same --device-cores)",
+    )
+    p.add_argument(
+        "--ps-cores", type=positive_float, help="with --device-cores: a parameter server's share"
     )
     add_train_parser(sub)
     add_trace_parser(sub)
@@ -297,11 +315,14 @@ def config_from_args(args: argparse.Namespace) -> Config:
             progress=_progress_enabled(),
         )
     if cmd == "experiment":
+        if args.ablate_isolation:
+            raise SpecError("--ablate-isolation", True, "only with experiment fidelity")
         if args.profile is not None:
             raise SpecError(
                 "--profile",
                 str(args.profile),
-                "only with experiment testbed --emulate (the paper experiments' jobs are the "
+                "only with experiment testbed --emulate or fidelity (the paper experiments' "
+                "jobs are the "
                 "papers' synthetic ones, which no measured profile covers)",
             )
         out = args.out or Path("results") / args.name
@@ -453,12 +474,18 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")
     policy = args.policy[0] if args.policy else "fifo"
     check_policies([policy])
+    if args.ps_cores is not None and args.device_cores is None:
+        raise SpecError("--ps-cores", args.ps_cores, "given only with --device-cores")
+    slices = None
+    if args.device_cores is not None:
+        slices = (args.device_cores, args.ps_cores or args.device_cores)
     statuses = run_cluster_demo(
         policy=policy,
         slots=args.slots,
         slot_seconds=args.slot_seconds,
         workdir=args.workdir,
         profile=args.profile,
+        slices=slices,
     )
     print()
     print(demo_report(statuses))
@@ -493,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_emulation(args)
         if args.command == "demo" and args.emulate:
             return run_emulated_demo(args)
+        if args.command == "experiment" and args.name == "fidelity":
+            return run_fidelity_experiment(args, _policy_list(args.policy))
         if args.command == "experiment" and (args.emulate or args.name == "testbed"):
             return run_emulated_experiment(args, _policy_list(args.policy or ["fifo,drf"]))
         if args.command == "demo" and not args.simulated:

@@ -107,15 +107,20 @@ def _as_allreduce(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def agent_command(
-    controller: str, name: str, workdir: Path, ports: str, *, grace_s: float = 20.0
-) -> list[str]:
-    """A local agent standing in two GPUs on the CPU (``python -m mlsched.agent``)."""
-    return [
+    controller: str, name: str, workdir: Path, ports: str, *, grace_s: float = 20.0,
+    slices: tuple[float, float] | None = None,
+) -> list[str]:  # fmt: skip
+    """A local agent standing in two GPUs on the CPU (``python -m mlsched.agent``); with
+    ``slices`` (device cores, PS cores) each task in a CPU share of its own."""
+    argv = [
         sys.executable, "-m", "mlsched.agent", "--controller", controller,
         "--name", name, "--host", "127.0.0.1", "--gpus", "2", "--gpu-type", "cpu",
         "--cpus", "2", "--mem-gb", "4", "--workdir", str(workdir / name),
         "--ports", ports, "--grace", f"{grace_s:g}",
     ]  # fmt: skip
+    if slices is not None:
+        argv += ["--device-cores", f"{slices[0]:g}", "--ps-cores", f"{slices[1]:g}"]
+    return argv
 
 
 def run_cluster_demo(
@@ -128,10 +133,12 @@ def run_cluster_demo(
     out: Any = None,
     live: bool = True,
     profile: Path | None = None,
+    slices: tuple[float, float] | None = None,
 ) -> dict[str, JobStatus]:
     """Run the demo; returns each job's final status. Progress goes to ``out`` (default:
     the current ``sys.stdout``). ``profile``: the runtime model's prior (a profile of
-    this machine)."""
+    this machine). ``slices``: (device cores, PS cores) of each stand-in GPU's CPU slice
+    (``mlsched agent --device-cores``)."""
     out = sys.stdout if out is None else out
     tmp = None
     if workdir is None:
@@ -158,7 +165,7 @@ def run_cluster_demo(
             log_file = open(workdir / f"agent{i}.log", "wb")  # noqa: SIM115 (outlives the block)
             agents.append(
                 subprocess.Popen(
-                    agent_command(ctl.address, f"agent{i}", workdir, ports),
+                    agent_command(ctl.address, f"agent{i}", workdir, ports, slices=slices),
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,

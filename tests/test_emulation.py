@@ -23,7 +23,6 @@ import pytest
 
 from mlsched.core.errors import SpecError
 from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.cpu_share import group_pids
 from mlsched.emulation.netns import (
     EmulationUnavailable,
     ip,
@@ -33,6 +32,7 @@ from mlsched.emulation.netns import (
 from mlsched.emulation.shaping import read_rate_bits
 from mlsched.emulation.state import ClusterState, ProcessEntry, process_start_time
 from mlsched.emulation.topology import DATA_NET, MGMT_NETS, EmulationSpec, plan_network
+from mlsched.trainers.cpu_share import group_pids
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time
 

@@ -20,9 +20,9 @@ import pytest
 
 from mlsched.core.errors import SpecError
 from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.cpu_share import PERIOD_US, WEIGHT, cpu_control
 from mlsched.emulation.netns import EmulationUnavailable, missing_requirements
 from mlsched.emulation.topology import EmulationSpec
+from mlsched.trainers.cpu_share import PERIOD_US, WEIGHT, cpu_control
 
 pytestmark = pytest.mark.processes
 
@@ -124,3 +124,39 @@ def test_a_host_runs_at_its_share_whatever_else_runs(cluster: EmulatedCluster) -
     assert SHARE * 0.8 <= alone <= SHARE * 1.1
     assert SHARE * 0.8 <= crowded <= SHARE * 1.1
     assert "0.4 cores per host" in cluster.cpu_isolation
+
+
+PROBE = [
+    sys.executable, "-c",
+    "from mlsched.trainers.cpu_share import cpu_control, own_group\n"
+    "c, why = cpu_control()\n"
+    "print('GROUP', own_group(c) if c else 'none: ' + why, flush=True)",
+]  # fmt: skip
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "cluster",
+    [EmulationSpec(hosts=1, racks=1, host_cpus=0.5, device_cores=0.3, ps_cores=0.2)],
+    indirect=True,
+)
+def test_an_agent_inside_a_host_finds_its_group_to_slice(cluster: EmulatedCluster) -> None:
+    """``ip netns exec`` mounts a fresh /sys: without the cluster's bind of the cpu
+    hierarchy an agent with device slices cannot make its tasks' groups (it exits)."""
+    mount = Path(cluster.state.cpu_mount)
+    assert mount.is_dir() and (mount / "mlsched").is_dir()
+    [h0] = cluster.plan.hosts
+    probe = cluster.spawn("agent", "probe", PROBE, netns=h0.netns)
+    probe.wait(timeout=30)
+    text = (cluster.files / "logs" / "probe.log").read_text()
+    group = Path(cluster.state.cpu_groups[h0.netns])
+    expected = mount / group.relative_to(group.parents[2])  # <mount>/mlsched/<id>/h0
+    assert f"GROUP {expected}" in text, text
+    argv = cluster.agent_argv(h0, "203.0.113.1:9")  # nothing listens: it keeps retrying
+    assert argv[argv.index("--device-cores") + 1] == "0.3"
+    assert argv[argv.index("--ps-cores") + 1] == "0.2"
+    agent = cluster.spawn("agent", "h0", argv, netns=h0.netns)
+    time.sleep(4.0)
+    assert agent.poll() is None, (cluster.files / "logs" / "h0.log").read_text()
+    cluster.close(grace_s=5.0)
+    assert not mount.exists()

@@ -148,7 +148,7 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
 
 
 def _cpu_share_missing() -> str:
-    from mlsched.emulation.cpu_share import cpu_control
+    from mlsched.trainers.cpu_share import cpu_control
 
     control, why = cpu_control()
     return "" if control is not None else why
@@ -162,7 +162,7 @@ def test_what_runs_inside_a_share_gets_that_share_and_leaves_nothing_behind() ->
 
     import psutil
 
-    from mlsched.emulation.cpu_share import cpu_control, inside
+    from mlsched.trainers.cpu_share import cpu_control, inside
 
     control, _ = cpu_control()
     assert control is not None

@@ -60,6 +60,19 @@ def add_agent_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup", type=int, default=2, help="iterations per task left out of timing sums"
     )
+    parser.add_argument(
+        "--device-cores",
+        type=float,
+        default=None,
+        help="stand-in devices on a CPU machine: each task in a CPU share of its own, this "
+        "many cores per training rank (the cgroup cpu controller; root)",
+    )
+    parser.add_argument(
+        "--ps-cores",
+        type=float,
+        default=None,
+        help="with --device-cores: a parameter server's share (default: --device-cores)",
+    )
 
 
 def parse_ports(text: str) -> tuple[int, int]:
@@ -108,6 +121,25 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         None,
         "a CA certificate when --tls-cert is given",
     )
+    _check(
+        args.ps_cores is None or args.device_cores is not None,
+        "--ps-cores",
+        args.ps_cores,
+        "given only with --device-cores",
+    )
+    slices = None
+    if args.device_cores is not None:
+        from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
+
+        try:
+            slices = DeviceSlices(args.device_cores, args.ps_cores or args.device_cores)
+        except ValueError as err:
+            flag = "--ps-cores" if str(err).startswith("ps_cores") else "--device-cores"
+            raise SpecError(flag, getattr(args, flag[2:].replace("-", "_")), "cores in "
+                            "0.1..4096") from None  # fmt: skip
+        control, why = cpu_control()
+        _check(control is not None, "--device-cores", args.device_cores, f"a machine whose "
+               f"cgroup cpu controller is writable ({why})")  # fmt: skip
     token = read_token(args.token, args.token_file)
     node = discover(
         controller=args.controller,
@@ -141,6 +173,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         auth=auth,
         grace_s=args.grace,
         warmup=args.warmup,
+        slices=slices,
     )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 import time
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from mlsched.core.errors import MlschedError, shorten
 from mlsched.core.reports import TaskReport
 from mlsched.core.task_logs import LogChunk
 from mlsched.net.auth import ClientAuth, client_channel
+from mlsched.trainers.cpu_share import DeviceSlices, SliceGroups
 from mlsched.v1 import agent_pb2_grpc
 
 __all__ = ["Agent", "AgentError"]
@@ -83,6 +85,7 @@ class Agent:
         backoff_s: tuple[float, float] = (0.5, 30.0),
         remember: int = 4096,
         use_nvml: bool = True,
+        slices: DeviceSlices | None = None,
     ) -> None:
         self.controller = controller
         self.node = node
@@ -106,6 +109,8 @@ class Agent:
         self._interface = interface_of(node.host)
         self._telemetry = NodeTelemetry(use_nvml=use_nvml, interface=self._interface)
         self._running: dict[str, TaskProcess] = {}
+        # Stand-in devices: each task in a CPU share of its own, under this agent's group.
+        self._slices = None if slices is None else SliceGroups.here(slices, f"tasks-{os.getpid()}")
         self._exited: dict[str, TaskReport] = {}  # exited, not yet acknowledged
         self._finished: OrderedDict[str, TaskReport] = OrderedDict()
         self._log_answers: list[LogChunk] = []  # for the next heartbeat
@@ -237,6 +242,8 @@ class Agent:
                 time.sleep(min(self.poll_s, max(0.0, wait)))
         finally:
             self._stop_all()
+            if self._slices is not None:
+                self._slices.close()
             self._last_heartbeat()
             self._drop_channel()
             self._log(logging.INFO, "stopped")
@@ -333,6 +340,7 @@ class Agent:
             warmup=self.warmup,
             checkpoint_root=self.node.checkpoint_root,
             interface=self._interface,
+            slices=self._slices,
         ).start()
         if task.exited:  # an invalid spec: reported, never retried
             self._finish(task)

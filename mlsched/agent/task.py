@@ -31,6 +31,7 @@ from mlsched.agent.orders import MAX_TASK_ID_LEN, TaskOrder, local_plan
 from mlsched.core.errors import SpecError
 from mlsched.core.reports import TaskMeasurement, TaskReport, TaskState
 from mlsched.core.tasks import LaunchKind, TaskPlan
+from mlsched.trainers.cpu_share import SliceGroups
 from mlsched.trainers.launch import is_trainer, node_command
 
 __all__ = ["MAX_TASK_ID_LEN", "TaskProcess"]
@@ -65,6 +66,7 @@ class TaskProcess:
         warmup: int = 2,
         checkpoint_root: str = "",
         interface: str | None = None,
+        slices: SliceGroups | None = None,
     ) -> None:
         self.order = order
         self.task_id = order.task_id
@@ -72,6 +74,8 @@ class TaskProcess:
         self.real_gpus = real_gpus
         self.checkpoint_root = checkpoint_root
         self.interface = interface  # Gloo binds the agent's --host address only
+        self.slices = slices  # stand-in devices: the task's own CPU share
+        self._group = ""
         self.dir = Path(workdir) / _dir_name(order.task_id)
         self.log_path = self.dir / "log.txt"
         self.metrics_path = self.dir / "metrics.jsonl"
@@ -106,6 +110,10 @@ class TaskProcess:
             )
             cfg = plan.config
             cmd = node_command(cfg, plan.node, log_dir=str(self.dir / "launcher"))
+            if self.slices is not None:
+                cores = self.slices.slices.cores(ps=not plan.computes, ranks=plan.node.nproc)
+                self._group = self.dir.name
+                cmd = self.slices.argv(self._group, cores, cmd)
         except SpecError as err:
             return self._fail(f"invalid task spec: {err}")
         except Exception as err:  # a spec no validation anticipated
@@ -139,7 +147,15 @@ class TaskProcess:
 
     def _fail(self, reason: str) -> TaskProcess:
         self.state, self.exit_code, self.exit_reason = EXITED, -1, reason
+        self._release()
         return self
+
+    def _release(self) -> None:
+        """Remove the task's CPU share (whatever its launcher left in it is killed)."""
+        if self.slices is not None and self._group:
+            with contextlib.suppress(OSError):
+                self.slices.release(self._group)
+            self._group = ""
 
     @property
     def exited(self) -> bool:
@@ -213,6 +229,7 @@ class TaskProcess:
         self.exit_code = code
         self.exit_reason = self._reason(code)
         self.state = EXITED
+        self._release()
         return self.state
 
     def _reason(self, code: int) -> str:

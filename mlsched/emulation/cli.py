@@ -70,6 +70,19 @@ def add_emulation_parser(sub: Any) -> None:
         "machine's cores divided among the hosts)",
     )
     up.add_argument(
+        "--device-cores",
+        type=positive_float,
+        default=None,
+        help="each stand-in GPU a CPU slice: every task in a share of its own inside its "
+        "host's, this many cores per training rank",
+    )
+    up.add_argument(
+        "--ps-cores",
+        type=positive_float,
+        default=None,
+        help="with --device-cores: a parameter server's share (default: --device-cores)",
+    )
+    up.add_argument(
         "--no-isolate-cpu",
         dest="isolate_cpu",
         action="store_false",
@@ -136,6 +149,8 @@ def _up(args: argparse.Namespace, path: Path) -> int:
         mem_gb=args.mem_gb,
         isolate_cpu=args.isolate_cpu,
         host_cpus=args.host_cpus,
+        device_cores=args.device_cores,
+        ps_cores=args.ps_cores,
     )
     cluster = EmulatedCluster.create(spec, path)
     try:
@@ -359,3 +374,43 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     print(fidelity_table(results))
     print(f"wrote {out / 'results.json'} and {len(results['plots'])} plots")
     return 0
+
+
+def run_fidelity_experiment(args: argparse.Namespace, policies: tuple[str, ...]) -> int:
+    """``mlsched experiment fidelity``: emulation/fidelity.py."""
+    from mlsched.core.errors import SpecError
+    from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
+    from mlsched.engine.builder import check_policies
+
+    if args.scale not in ("smoke", "default"):
+        raise SpecError("--scale", args.scale, "smoke or default (fidelity has no paper scale)")
+    if policies:
+        check_policies(policies)
+        if len(policies) < 2:
+            raise SpecError("--policy", ",".join(policies), "two or more (the ranking compares)")
+    try:
+        require_emulation()
+    except EmulationUnavailable as err:
+        print(f"mlsched experiment fidelity: error: {err}", file=sys.stderr)
+        return 2
+    from mlsched.emulation.fidelity import run_fidelity
+    from mlsched.emulation.fidelity_report import fidelity_report
+
+    out = args.out or Path("results") / "fidelity"
+    try:
+        results = run_fidelity(
+            out=out, scale=args.scale, policies=policies or None, profile_path=args.profile,
+            ablate_isolation=args.ablate_isolation, say=lambda s: print(s, flush=True),
+        )  # fmt: skip
+    except (EmulationError, RuntimeError) as err:
+        print(f"mlsched experiment fidelity: error: {err}", file=sys.stderr)
+        return 1
+    print(fidelity_report(results))
+    prof = results["profile"]
+    print(
+        f"profile: {prof['cells']} cells, measured in {prof['measured_s']:.0f} s "
+        f"({prof['path']}); experiment {results['wall_s']:.0f} s in all"
+    )
+    print(f"wrote {out / 'results.json'} and {len(results['plots'])} plots")
+    failed = [c for c in results["checks"] if not c["passed"]]
+    return 1 if failed and args.strict else 0

@@ -25,14 +25,6 @@ from types import TracebackType
 
 from mlsched.core.cluster import Topology
 from mlsched.core.errors import SpecError
-from mlsched.emulation.cpu_share import (
-    cpu_control,
-    host_group,
-    join_argv,
-    make_group,
-    remove_group,
-    usable_cores,
-)
 from mlsched.emulation.netns import (
     EmulationError,
     netns_exec,
@@ -48,6 +40,14 @@ from mlsched.emulation.state import (
     process_start_time,
 )
 from mlsched.emulation.topology import EmulationSpec, HostPlan, NetworkPlan, plan_network
+from mlsched.trainers.cpu_share import (
+    cpu_control,
+    host_group,
+    join_argv,
+    make_group,
+    remove_group,
+    usable_cores,
+)
 
 __all__ = ["EmulatedCluster", "teardown"]
 
@@ -199,7 +199,7 @@ class EmulatedCluster:
         token_file.parent.mkdir(parents=True, exist_ok=True)
         _write_private(token_file, agent_token(secret, host.name))
         spec = self.spec
-        return [
+        argv = [
             sys.executable, "-m", "mlsched.agent", "--controller", controller,
             "--name", host.name, "--host", host.data_addr, "--rack", host.rack,
             "--pool", host.pool, "--nic-gbps", f"{spec.host_gbps:g}",
@@ -208,6 +208,10 @@ class EmulatedCluster:
             "--workdir", str(self.files / "agents" / host.name),
             "--token-file", str(token_file), "--grace", f"{_AGENT_GRACE_S:g}",
         ]  # fmt: skip
+        if spec.device_cores is not None:
+            ps = spec.ps_cores if spec.ps_cores is not None else spec.device_cores
+            argv += ["--device-cores", f"{spec.device_cores:g}", "--ps-cores", f"{ps:g}"]
+        return argv
 
     def start_agents(
         self, controller: str, hosts: Sequence[str] | None = None
@@ -314,6 +318,8 @@ def teardown(state: ClusterState, *, grace_s: float = 15.0) -> list[str]:
         path = Path(group)
         if remove_group(path, stop_at=path.parents[2]):  # <root>/mlsched/<id>/<host>
             removed.append(f"cpu group {path}")
+    if state.cpu_mount and _unmount(Path(state.cpu_mount)):
+        removed.append(f"cpu hierarchy mount {state.cpu_mount}")
     with contextlib.suppress(FileNotFoundError):
         state.path.unlink()
     return removed
@@ -336,11 +342,37 @@ def _isolate_hosts(plan: NetworkPlan, state: ClusterState, share: float) -> None
         path = host_group(control, plan.cluster_id, host.name)
         state.add_cpu_group(host.netns, str(path))  # listed before it is made
         make_group(control, path, share)
+    if plan.spec.device_cores is not None:
+        _bind_hierarchy(control.root, state)
     state.cpu_isolation = (
         f"{share:.3g} cores per host (cgroup v{control.version} cpu quota, "
         f"{usable_cores()} cores on the machine)"
     )
     state.save()
+
+
+def _bind_hierarchy(root: Path, state: ClusterState) -> None:
+    """Bind the cpu hierarchy at ``/run/mlsched/cgroup-<cluster id>``: ``ip netns exec``
+    mounts a fresh /sys for the command, which hides /sys/fs/cgroup from the agents, and an
+    agent with stand-in device slices makes its tasks' groups there."""
+    where = Path("/run/mlsched") / f"cgroup-{state.cluster_id}"
+    state.cpu_mount = str(where)
+    state.save()  # listed before it is mounted
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "--bind", str(root), str(where)], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise EmulationError(f"cannot bind {root} at {where}: {done.stderr.strip()[:200]}")
+
+
+def _unmount(where: Path) -> bool:
+    """Unmount and remove a bound hierarchy; True when it was there."""
+    if not where.exists():
+        return False
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+    with contextlib.suppress(OSError):
+        where.rmdir()
+    return True
 
 
 def _stop(entries: Sequence[ProcessEntry], grace_s: float) -> None:

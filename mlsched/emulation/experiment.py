@@ -12,6 +12,7 @@ job specs), and the runtime model's error per slot.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -33,6 +34,7 @@ __all__ = [
     "TESTBED_JOBS",
     "fidelity_rows",
     "fidelity_table",
+    "run_policy",
     "run_testbed_experiment",
     "testbed_workload",
 ]
@@ -91,10 +93,13 @@ def testbed_workload(
     )
 
 
-def _run_policy(
+def run_policy(
     policy: str, workload: Workload, jobs: Sequence[dict[str, Any]], spec: EmulationSpec,
     run_dir: Path, max_slots: int, say: Callable[[str], None],
-) -> RunResult:  # fmt: skip
+) -> tuple[RunResult, Workload]:  # fmt: skip
+    """The policy's run on a fresh cluster, and ``workload`` on that cluster as its engine
+    numbered the servers (agents register in any order; a policy that places by server
+    index places alike only on the same numbering)."""
     with EmulatedCluster.create(spec, run_dir / "state.json") as cluster:
         ctl = emulated_controller(cluster, policy=policy, slot_seconds=workload.slot_seconds)
         started = time.perf_counter()
@@ -112,7 +117,7 @@ def _run_policy(
         result = engine.result(wall_seconds=time.perf_counter() - started)
     done = sum(1 for r in result.records.values() if r.state.value == "done")
     say(f"{policy}: {done} of {len(result.records)} jobs done in {result.slots} slots")
-    return result
+    return result, dataclasses.replace(workload, cluster=engine.cluster)
 
 
 def fidelity_rows(measured: RunResult, simulated: RunResult) -> list[dict[str, Any]]:
@@ -157,8 +162,10 @@ def run_testbed_experiment(
     runs = []
     fidelity: dict[str, Any] = {}
     for policy in policies:
-        measured = _run_policy(policy, workload, jobs, spec, out / "runs" / policy, max_slots, say)
-        simulated = simulate(workload, SimulationConfig(policy, truth=truth or TruthConfig()))
+        measured, as_run = run_policy(
+            policy, workload, jobs, spec, out / "runs" / policy, max_slots, say
+        )
+        simulated = simulate(as_run, SimulationConfig(policy, truth=truth or TruthConfig()))
         summary = summarize(measured)
         runs.append((summary, measured))
         write_run(

@@ -92,6 +92,9 @@ class ClusterState:
     #: Each host's cpu control group, by namespace (made after it is listed here).
     cpu_groups: dict[str, str] = field(default_factory=dict)
     cpu_isolation: str = ""  # how the hosts' CPUs are shared, in words
+    #: Where the cpu hierarchy is bound outside /sys for the agents (stand-in device
+    #: slices), listed before it is mounted; "" when none.
+    cpu_mount: str = ""
     controller: str = ""  # HOST:PORT once a controller process runs
     phase: str = "building"  # building -> up
     created_unix: float = field(default_factory=time.time)

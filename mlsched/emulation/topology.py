@@ -66,7 +66,10 @@ class EmulationSpec:
     ``cpus`` cores and ``mem_gb``; ``pools`` (one per host, optional) sets each agent's pool.
     ``isolate_cpu`` gives each host its own share of the machine's CPUs, ``host_cpus`` cores
     (default: 90 % of the machine's cores divided among the hosts, at least 0.1); see
-    :mod:`mlsched.emulation.cpu_share`.
+    :mod:`mlsched.trainers.cpu_share`. ``device_cores`` makes each stand-in GPU a CPU slice:
+    every task in a share of its own inside its host's, ``device_cores`` per training rank
+    and ``ps_cores`` (default the same) per parameter server (``mlsched agent
+    --device-cores``).
     """
 
     hosts: int = 4
@@ -81,6 +84,8 @@ class EmulationSpec:
     pools: tuple[str, ...] = field(default=())
     isolate_cpu: bool = True
     host_cpus: float | None = None
+    device_cores: float | None = None
+    ps_cores: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -108,6 +113,14 @@ class EmulationSpec:
             raise SpecError("isolate_cpu", self.isolate_cpu, "true or false")
         if self.host_cpus is not None and not 0.1 <= self.host_cpus <= 1024:
             raise SpecError("host_cpus", self.host_cpus, "cores between 0.1 and 1024")
+        for name in ("device_cores", "ps_cores"):
+            value = getattr(self, name)
+            if value is not None and not 0.1 <= value <= 1024:
+                raise SpecError(name, value, "cores between 0.1 and 1024 (the kernel's floor)")
+        if self.ps_cores is not None and self.device_cores is None:
+            raise SpecError("ps_cores", self.ps_cores, "set only with device_cores")
+        if self.device_cores is not None and self.gpus < 1:
+            raise SpecError("device_cores", self.device_cores, "unset when hosts have no gpus")
 
     def cpu_share(self, cores: int) -> float:
         """Each host's CPU share on a machine of ``cores`` cores: ``host_cpus``, or 90 % of
@@ -162,6 +175,8 @@ class EmulationSpec:
             "pools": list(self.pools),
             "isolate_cpu": self.isolate_cpu,
             "host_cpus": self.host_cpus,
+            "device_cores": self.device_cores,
+            "ps_cores": self.ps_cores,
         }
 
     @classmethod

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # matplotlib takes a third of a second to import: on first pl
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_bars", "plot_cdf", "plot_curves", "plot_lines"]
+__all__ = ["plot_bars", "plot_cdf", "plot_curves", "plot_lines", "plot_scatter"]
 
 
 def _figure() -> tuple[Figure, Axes]:
@@ -94,17 +94,24 @@ def plot_curves(
 
 
 def plot_cdf(
-    path: str | Path, samples: Mapping[str, Sequence[float]], *, xlabel: str, title: str
+    path: str | Path,
+    samples: Mapping[str, Sequence[float]],
+    *,
+    xlabel: str,
+    title: str,
+    styles: Mapping[str, tuple[str, str]] | None = None,
 ) -> Path:
-    """Empirical CDF per series; an empty series is listed in the legend as "(none)"."""
+    """Empirical CDF per series; an empty series is listed in the legend as "(none)".
+    ``styles[name] = (color, linestyle)`` pairs series that belong together."""
     fig, ax = _figure()
     for name, values in samples.items():
+        color, line = (styles or {}).get(name, (None, "-"))
         data = np.sort(np.asarray(values, dtype=float))
         if data.size == 0:
-            ax.plot([], [], label=f"{name} (none)")
+            ax.plot([], [], label=f"{name} (none)", color=color, linestyle=line)
             continue
         y = np.arange(1, data.size + 1) / data.size
-        ax.step(data, y, where="post", label=name)
+        ax.step(data, y, where="post", label=name, color=color, linestyle=line)
     ax.set_ylim(0, 1.02)
     ylabel = "fraction of completed jobs"
     return _finish(fig, ax, path, xlabel=xlabel, ylabel=ylabel, title=title, legend=bool(samples))
@@ -127,3 +134,29 @@ def plot_bars(
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     return _save(fig, Path(path))
+
+
+def plot_scatter(
+    path: str | Path,
+    points: Mapping[str, Sequence[tuple[float, float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    band: float = 0.0,
+) -> Path:
+    """One marker series per name of (x, y) points, with the diagonal y = x and, for
+    ``band`` > 0, the region within ``band`` of it (relative) shaded."""
+    fig, ax = _figure()
+    values = [v for pts in points.values() for xy in pts for v in xy]
+    top = max(values, default=1.0) * 1.08
+    line = np.array([0.0, top])
+    ax.plot(line, line, color="black", linewidth=0.8, label="simulated = measured")
+    if band > 0:
+        ax.fill_between(line, line * (1 - band), line * (1 + band), color="grey", alpha=0.2,
+                        linewidth=0, label=f"within {band:.0%}")  # fmt: skip
+    for name, pts in points.items():
+        ax.scatter([x for x, _ in pts], [y for _, y in pts], label=name, s=28)
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    return _finish(fig, ax, path, xlabel=xlabel, ylabel=ylabel, title=title, legend=True)

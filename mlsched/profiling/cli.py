@@ -47,6 +47,13 @@ def add_profile_parser(sub: Any) -> None:
         "--kinds", type=_csv, default=None, help="ps_async,ps_sync,ring,horovod (default all)"
     )
     m.add_argument("--workers", type=_ints, default=None, help="worker counts (default 1,2)")
+    m.add_argument(
+        "--cells",
+        type=_cells,
+        default=None,
+        help="instead of a grid: these cells only, MODEL:KIND:WORKERS,... "
+        "(e.g. resnet20:ps_async:2,vgg11-narrow:ring:2)",
+    )
     m.add_argument("--steps", type=int, default=20, help="steps of each fresh run")
     m.add_argument("--warmup", type=int, default=3, help="first steps left out of the means")
     m.add_argument("--resume-steps", type=int, default=5, help="steps of each resumed run")
@@ -65,6 +72,26 @@ def add_profile_parser(sub: Any) -> None:
         default=None,
         help="measure every cell inside a share of this many cores (the cgroup cpu "
         "controller; root): what a job costs on an emulated host of that share",
+    )
+    m.add_argument(
+        "--device-cores",
+        type=float,
+        default=None,
+        help="stand-in devices: each training rank in a share of this many cores, each "
+        "parameter server in --ps-cores (root), as `mlsched agent --device-cores` runs them",
+    )
+    m.add_argument(
+        "--ps-cores",
+        type=float,
+        default=None,
+        help="a parameter server's share (default: --device-cores)",
+    )
+    m.add_argument(
+        "--ranks-per-node",
+        type=int,
+        default=None,
+        help="all-reduce: a launcher per this many ranks (1: as agents of one-device hosts "
+        "run a job spread over them; default: one launcher for all ranks)",
     )
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     m.add_argument(
@@ -118,6 +145,18 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cells(text: str) -> tuple[tuple[str, str, int], ...]:
+    out = []
+    for item in text.split(","):
+        model, kind, workers = ([*item.strip().split(":"), "", ""])[:3]
+        if not model or not kind or not workers.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: MODEL:KIND:WORKERS, e.g. resnet20:ps_async:2"
+            )
+        out.append((model, kind, int(workers)))
+    return tuple(out)
+
+
 def _model_sizes(pairs: list[str]) -> tuple[tuple[str, int], ...]:
     out = []
     for pair in pairs:
@@ -129,11 +168,14 @@ def _model_sizes(pairs: list[str]) -> tuple[tuple[str, int], ...]:
 
 
 def _measure(args: argparse.Namespace) -> int:
-    from mlsched.profiling.grid import Grid, run_grid
+    from mlsched.profiling.grid import CellList, Grid, run_grid
     from mlsched.profiling.measure import Settings
 
     grid_args = {k: getattr(args, k) for k in ("models", "kinds", "workers") if getattr(args, k)}
-    grid = Grid(**grid_args)
+    if args.cells is not None and grid_args:
+        flag = "--" + next(iter(grid_args))
+        raise SpecError(flag, str(grid_args[flag[2:]]), "unset with --cells (one or the other)")
+    grid: Grid | CellList = CellList(args.cells) if args.cells is not None else Grid(**grid_args)
     settings = Settings(
         steps=args.steps,
         warmup=args.warmup,
@@ -143,6 +185,9 @@ def _measure(args: argparse.Namespace) -> int:
         device=args.device,
         image_sizes=_model_sizes(args.image_size_of),
         cpus=args.cpus,
+        device_cores=args.device_cores,
+        ps_cores=args.ps_cores,
+        ranks_per_node=args.ranks_per_node,
     )
     run = run_grid(
         grid, settings, args.out, device_type=args.device_type, say=lambda s: print(s, flush=True)

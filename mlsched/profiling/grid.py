@@ -18,7 +18,7 @@ from mlsched.core.errors import SpecError
 from mlsched.perfmodel.profile import KINDS, Profile, load_profile
 from mlsched.profiling.measure import Settings, device_info, machine_info, measure_cell
 
-__all__ = ["MAX_CELLS", "Grid", "ProfileRun", "run_grid"]
+__all__ = ["MAX_CELLS", "CellList", "Grid", "ProfileRun", "run_grid"]
 
 #: A grid measures at most this many cells (each is two real runs of a job).
 MAX_CELLS = 200
@@ -59,6 +59,31 @@ class Grid:
         return [(m, k, w) for m in self.models for k in self.kinds for w in self.workers]
 
 
+@dataclass(frozen=True)
+class CellList:
+    """Named cells rather than a product: what a known job mix needs."""
+
+    entries: tuple[tuple[str, str, int], ...]
+
+    def __post_init__(self) -> None:
+        if not self.entries or len(set(self.entries)) != len(self.entries):
+            raise SpecError("cells", list(self.entries), "one or more cells, each once")
+        if len(self.entries) > MAX_CELLS:
+            raise SpecError("cells", len(self.entries), f"at most {MAX_CELLS} cells")
+        for i, (model, kind, workers) in enumerate(self.entries):  # as a grid of one
+            try:
+                Grid((model,), (kind,), (workers,))
+            except SpecError as err:
+                raise SpecError(f"cells[{i}]", f"{model}:{kind}:{workers}", err.expected) from None
+
+    @property
+    def size(self) -> int:
+        return len(self.entries)
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        return list(self.entries)
+
+
 @dataclass
 class ProfileRun:
     profile: Profile
@@ -69,7 +94,7 @@ class ProfileRun:
 
 
 def run_grid(
-    grid: Grid,
+    grid: Grid | CellList,
     settings: Settings,
     out: Path,
     *,

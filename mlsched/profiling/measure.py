@@ -13,8 +13,11 @@ It costs two real runs of the job and a few checkpoints in this process:
    here (the trainers' own ``save`` and ``load_latest``, on the same disk).
 
 With ``cpus`` set, all of it runs inside a CPU share of that many cores (the cgroup cpu
-controller, as an emulated host's, :mod:`mlsched.emulation.cpu_share`): the cell then says
-what the job costs on a host of that share.
+controller, as an emulated host's, :mod:`mlsched.trainers.cpu_share`): the cell then says
+what the job costs on a host of that share. With ``device_cores`` set instead, each process
+runs in a share of its own, as an agent with stand-in devices runs it (``device_cores`` per
+training rank, ``ps_cores`` for a parameter server; the checkpoint timing in one device's):
+the cell then says what the job costs wherever its devices are.
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mlsched.core.errors import SpecError
 from mlsched.core.train_config import Backend, Launcher, TrainConfig
 from mlsched.perfmodel.profile import KINDS, Cell
+from mlsched.trainers.cpu_share import DeviceSlices
+
+if TYPE_CHECKING:
+    from mlsched.trainers.cpu_share import SliceGroups
 
 __all__ = ["Settings", "device_info", "machine_info", "measure_cell", "train_config"]
 
@@ -56,6 +63,13 @@ class Settings:
     image_sizes: tuple[tuple[str, int], ...] = ()
     #: Cores the cell's processes share (None: the machine's); a cgroup cpu quota.
     cpus: float | None = None
+    #: Stand-in devices: cores per training rank, and per parameter server (default: the
+    #: same); each process in a share of its own (:class:`DeviceSlices`).
+    device_cores: float | None = None
+    ps_cores: float | None = None
+    #: All-reduce ranks per launcher (None: one launcher for all, as on one machine; 1: one
+    #: per rank, as agents of one-device hosts run a job spread over them).
+    ranks_per_node: int | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("steps", 2), ("warmup", 0), ("resume_steps", 1), ("batch_size", 1),
@@ -73,9 +87,28 @@ class Settings:
             and 0.1 <= self.cpus <= 4096
         ):  # fmt: skip
             raise SpecError("cpus", self.cpus, "cores in 0.1..4096 (the kernel's floor is 0.1)")
+        if self.device_cores is not None and self.cpus is not None:
+            raise SpecError("cpus", self.cpus, "unset when device_cores is set (one or the other)")
+        if self.ps_cores is not None and self.device_cores is None:
+            raise SpecError("ps_cores", self.ps_cores, "set only with device_cores")
+        if self.device_cores is not None:
+            try:
+                self.slices()
+            except ValueError as err:
+                field = "ps_cores" if str(err).startswith("ps_cores") else "device_cores"
+                raise SpecError(field, getattr(self, field), "cores in 0.1..4096") from None
+        rpn = self.ranks_per_node
+        if rpn is not None and (not isinstance(rpn, int) or isinstance(rpn, bool) or rpn < 1):
+            raise SpecError("ranks_per_node", rpn, "an integer >= 1 (or unset)")
         for model, size in self.image_sizes:
             if not isinstance(size, int) or isinstance(size, bool) or size < 8:
                 raise SpecError(f"image_sizes.{model}", size, "an integer >= 8")
+
+    def slices(self) -> DeviceSlices | None:
+        if self.device_cores is None:
+            return None
+        ps = self.ps_cores if self.ps_cores is not None else self.device_cores
+        return DeviceSlices(self.device_cores, ps)
 
     def image_for(self, model: str) -> int:
         return dict(self.image_sizes).get(model, self.image_size)
@@ -84,12 +117,17 @@ class Settings:
         out = {
             k: getattr(self, k)
             for k in self.__dataclass_fields__
-            if k not in ("image_sizes", "cpus")
+            if k not in ("image_sizes", "cpus", "device_cores", "ps_cores", "ranks_per_node")
         }
         if self.image_sizes:  # only when used: files of earlier runs resume unchanged
             out["image_sizes"] = dict(self.image_sizes)
         if self.cpus is not None:
             out["cpus"] = self.cpus
+        slices = self.slices()
+        if slices is not None:
+            out.update(slices.to_dict())
+        if self.ranks_per_node is not None:
+            out["ranks_per_node"] = self.ranks_per_node
         return out
 
 
@@ -156,25 +194,36 @@ def measure_cell(
 ) -> Cell:
     """Run the cell's job twice and checkpoint it; the measured cell. RuntimeError when a
     run fails (with its exit codes and errors)."""
-    if s.cpus is None:
-        return _measure(model, kind, workers, device_type, s, work)
-    from mlsched.emulation.cpu_share import cpu_control, inside
+    from mlsched.trainers.cpu_share import SliceGroups, cpu_control, inside
 
+    slices = s.slices()
+    if s.cpus is None and slices is None:
+        return _measure(model, kind, workers, device_type, s, work, None)
     control, why = cpu_control()
     if control is None:
-        raise SpecError("cpus", s.cpus, f"a machine whose cpu controller is writable ({why})")
-    with inside(control, f"profile-{os.getpid()}", s.cpus):
-        return _measure(model, kind, workers, device_type, s, work)
+        field, value = ("cpus", s.cpus) if slices is None else ("device_cores", s.device_cores)
+        raise SpecError(field, value, f"a machine whose cpu controller is writable ({why})")
+    if slices is None:
+        assert s.cpus is not None
+        with inside(control, f"profile-{os.getpid()}", s.cpus):
+            return _measure(model, kind, workers, device_type, s, work, None)
+    groups = SliceGroups(control, control.root / "mlsched" / f"profile-{os.getpid()}", slices)
+    try:
+        return _measure(model, kind, workers, device_type, s, work, groups)
+    finally:
+        groups.close()
 
 
 def _measure(
-    model: str, kind: str, workers: int, device_type: str, s: Settings, work: Path
-) -> Cell:
+    model: str, kind: str, workers: int, device_type: str, s: Settings, work: Path,
+    groups: SliceGroups | None,
+) -> Cell:  # fmt: skip
+    from mlsched.trainers.cpu_share import inside
     from mlsched.trainers.launch import launch
 
     cfg = train_config(model, kind, workers, s, work)
     fresh_at = time.time()
-    first = launch(cfg)
+    first = launch(cfg, slices=groups, ranks_per_node=s.ranks_per_node)
     if not first.ok:
         raise RuntimeError(f"{cfg.job_id}: exit codes {first.returncodes}: {first.summary}")
     iters = _iterations(Path(cfg.metrics))
@@ -188,10 +237,15 @@ def _measure(
         cfg, stop_step=s.steps + s.resume_steps, metrics=str(work / "resumed.jsonl")
     )
     resumed_at = time.time()
-    second = launch(resumed_cfg)
+    second = launch(resumed_cfg, slices=groups, ranks_per_node=s.ranks_per_node)
     if not second.ok:
         raise RuntimeError(f"{cfg.job_id} (resumed): exit codes {second.returncodes}")
-    save_s, load_s = _checkpoint_seconds(cfg, s.repeats, work / "ckpt-timing")
+    if groups is None:
+        save_s, load_s = _checkpoint_seconds(cfg, s.repeats, work / "ckpt-timing")
+    else:  # a rank saves and loads on its device's share
+        name = f"{groups.parent.name}/checkpoint"
+        with inside(groups.control, name, groups.slices.device_cores):
+            save_s, load_s = _checkpoint_seconds(cfg, s.repeats, work / "ckpt-timing")
     return Cell(
         model=model,
         kind=kind,

@@ -36,6 +36,7 @@ import psutil
 from mlsched.core.tasks import LaunchKind, NodeLaunch
 from mlsched.core.train_config import Backend, Launcher, Role, TrainConfig
 from mlsched.net.ports import free_port
+from mlsched.trainers.cpu_share import SliceGroups
 
 __all__ = [
     "JobOutcome",
@@ -85,8 +86,16 @@ def _trainer_cmd(cfg: TrainConfig) -> list[str]:
     return [sys.executable, "-m", "mlsched.trainers", *cfg.to_args()]
 
 
-def commands(cfg: TrainConfig) -> list[list[str]]:
-    """The command lines that make up the job described by ``cfg`` (rank fields ignored)."""
+def commands(cfg: TrainConfig, *, ranks_per_node: int | None = None) -> list[list[str]]:
+    """The command lines that make up the job described by ``cfg`` (rank fields ignored).
+
+    An all-reduce job runs under one launcher (torchrun, or Horovod's) for all its ranks,
+    or, with ``ranks_per_node``, under one launcher per that many ranks, as agents launch
+    a job spread over machines (each node's launcher joins node 0's rendezvous)."""
+    if ranks_per_node is not None and cfg.arch != "ps" and cfg.launcher is not Launcher.DIRECT:
+        sizes = node_sizes(cfg.num_workers, ranks_per_node)
+        kind = LaunchKind.HOROVOD if cfg.backend is Backend.HOROVOD else LaunchKind.TORCHRUN
+        return [node_command(cfg, NodeLaunch(kind, r, sizes)) for r in range(len(sizes))]
     if cfg.arch == "ps":
         cmds = [_trainer_cmd(replace(cfg, role=Role.PS, rank=k)) for k in range(cfg.num_ps)]
         cmds += [
@@ -187,11 +196,39 @@ class StepFollower:
         return self.step
 
 
+def node_sizes(ranks: int, per_node: int) -> tuple[int, ...]:
+    """``ranks`` split into nodes of ``per_node`` (the last one the rest)."""
+    if per_node < 1:
+        raise ValueError(f"ranks_per_node: {per_node}: an integer >= 1")
+    full, rest = divmod(ranks, per_node)
+    return (per_node,) * full + ((rest,) if rest else ())
+
+
+def command_shares(
+    cfg: TrainConfig, *, ranks_per_node: int | None = None
+) -> list[tuple[bool, int]]:
+    """Per command of :func:`commands`: whether it is a parameter server, and its ranks."""
+    if cfg.arch == "ps":
+        return [(True, 1)] * cfg.num_ps + [(False, 1)] * cfg.num_workers
+    if cfg.backend is not Backend.HOROVOD and cfg.launcher is Launcher.DIRECT:
+        return [(False, 1)] * cfg.num_workers
+    if ranks_per_node is not None:
+        return [(False, n) for n in node_sizes(cfg.num_workers, ranks_per_node)]
+    return [(False, cfg.num_workers)]
+
+
 def launch(
-    cfg: TrainConfig, *, grace_s: float = 30.0, progress: Callable[[int], None] | None = None
+    cfg: TrainConfig,
+    *,
+    grace_s: float = 30.0,
+    progress: Callable[[int], None] | None = None,
+    slices: SliceGroups | None = None,
+    ranks_per_node: int | None = None,
 ) -> JobOutcome:
     """Run the job to completion (or failure) and summarise its metrics; ``progress`` is
-    called about once a second with the steps done so far."""
+    called about once a second with the steps done so far. With ``slices``, each command
+    runs in a CPU share of its own (its stand-in devices', as an agent would give it);
+    ``ranks_per_node``: see :func:`commands`."""
     if not cfg.metrics:
         Path(cfg.checkpoint_dir).mkdir(parents=True, exist_ok=True)
         cfg = replace(cfg, metrics=str(Path(cfg.checkpoint_dir) / "metrics.jsonl"))
@@ -202,7 +239,15 @@ def launch(
     start = time.perf_counter()
     # Own sessions: a terminal's Ctrl-C reaches only this launcher, which stops the job
     # gracefully (torchrun would count a signal of its own as a failure).
-    procs = [subprocess.Popen(cmd, env=envs, start_new_session=True) for cmd in commands(cfg)]
+    cmds = commands(cfg, ranks_per_node=ranks_per_node)
+    names = [f"{cfg.job_id or 'job'}-{i}" for i in range(len(cmds))]
+    if slices is not None:
+        shares = command_shares(cfg, ranks_per_node=ranks_per_node)
+        cmds = [
+            slices.argv(name, slices.slices.cores(ps=ps, ranks=ranks), cmd)
+            for name, cmd, (ps, ranks) in zip(names, cmds, shares, strict=True)
+        ]
+    procs = [subprocess.Popen(cmd, env=envs, start_new_session=True) for cmd in cmds]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         for p in procs:
@@ -218,6 +263,9 @@ def launch(
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+        if slices is not None:
+            for name in names:
+                slices.release(name)
     outcome = JobOutcome(codes, time.perf_counter() - start, metrics_path=cfg.metrics)
     outcome.summary = summarize_metrics(cfg.metrics, skip_lines=offset)
     return outcome

@@ -1,4 +1,5 @@
-"""Each emulated host's own share of the machine's CPUs, through the cgroup cpu controller.
+"""CPU shares of the machine through the cgroup cpu controller: each emulated host's, and
+each task's on a stand-in device.
 
 Emulated hosts are processes of one machine: without a limit, a job's speed would depend on
 whatever else runs anywhere on it, which no model of a real cluster has. Each host gets a
@@ -18,6 +19,14 @@ quota a reservation: a host runs at its share whatever else runs on the machine.
 
 Groups live at ``<cpu hierarchy>/mlsched/<cluster id>/<host>``; the state file lists them
 before they are made, and teardown removes them (after every process in them is gone).
+
+**Stand-in devices** (:class:`DeviceSlices`): on a machine without GPUs a declared GPU is a
+stand-in, not a resource of its own, so two jobs on one host would slow each other down. With
+``device_cores`` set, the agent (and ``mlsched profile measure``) runs each task's processes in
+a group of their own (:class:`SliceGroups`, inside the group the agent runs in, so a host's
+share still bounds them): ``device_cores`` per training rank, ``ps_cores`` for a parameter
+server. A job's speed then depends on its own devices, as on GPUs, and a profile measured in
+the same slices says what it costs anywhere they are given.
 """
 
 from __future__ import annotations
@@ -34,12 +43,15 @@ __all__ = [
     "PERIOD_US",
     "WEIGHT",
     "CpuControl",
+    "DeviceSlices",
+    "SliceGroups",
     "cpu_control",
     "group_pids",
     "host_group",
     "inside",
     "join_argv",
     "make_group",
+    "own_group",
     "remove_group",
     "usable_cores",
 ]
@@ -152,6 +164,8 @@ def remove_group(path: Path, *, stop_at: Path) -> bool:
     including) ``stop_at``. True when it existed."""
     if not path.is_dir():
         return False
+    for child in _subgroups(path):  # a host's task groups go first (a group with any won't)
+        remove_group(child, stop_at=path)
     for _ in range(50):
         pids = [p for p in group_pids(path) if p != os.getpid()]
         if not pids:
@@ -169,6 +183,13 @@ def remove_group(path: Path, *, stop_at: Path) -> bool:
     return True
 
 
+def _subgroups(path: Path) -> list[Path]:
+    try:
+        return [c for c in path.iterdir() if c.is_dir() and (c / "cgroup.procs").exists()]
+    except OSError:
+        return []
+
+
 def _rmdir(path: Path) -> None:
     for _ in range(50):  # a group empties a moment after its last process is reaped
         try:
@@ -179,6 +200,86 @@ def _rmdir(path: Path) -> None:
         except OSError:
             time.sleep(0.1)
     path.rmdir()
+
+
+def own_group(control: CpuControl, proc_cgroup: Path = Path("/proc/self/cgroup")) -> Path:
+    """The group this process runs in under ``control``'s hierarchy (its root if unknown)."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return control.root
+    for line in lines:
+        _, controllers, rel = [*line.split(":", 2), "", ""][:3]
+        ours = controllers == "" if control.version == 2 else "cpu" in controllers.split(",")
+        if ours and rel.startswith("/"):
+            return control.root / rel.lstrip("/") if rel != "/" else control.root
+    return control.root
+
+
+@dataclass(frozen=True)
+class DeviceSlices:
+    """The CPU share of each stand-in device: ``device_cores`` per training rank, and
+    ``ps_cores`` for a parameter server (which trains on no device)."""
+
+    device_cores: float
+    ps_cores: float
+
+    def __post_init__(self) -> None:
+        for name in ("device_cores", "ps_cores"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0.1 <= value <= 4096)
+            ):
+                raise ValueError(f"{name}: {value!r}: cores in 0.1..4096 (the kernel's floor)")
+
+    def cores(self, *, ps: bool, ranks: int) -> float:
+        """The share of a task: a parameter server's, or ``ranks`` training ranks'."""
+        return self.ps_cores if ps else self.device_cores * max(1, ranks)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"device_cores": self.device_cores, "ps_cores": self.ps_cores}
+
+
+class SliceGroups:
+    """The groups of one owner's tasks (an agent's, a profile run's), under ``parent``."""
+
+    def __init__(self, control: CpuControl, parent: Path, slices: DeviceSlices) -> None:
+        self.control = control
+        self.parent = parent
+        self.slices = slices
+
+    @classmethod
+    def here(cls, slices: DeviceSlices, name: str) -> SliceGroups:
+        """Groups under the one this process runs in (an emulated host's, or the
+        hierarchy's root: then under ``mlsched/``), in a folder ``name``. RuntimeError when
+        the cpu controller is not writable here."""
+        control, why = cpu_control()
+        if control is None:
+            raise RuntimeError(f"stand-in device slices need the cgroup cpu controller: {why}")
+        own = own_group(control)
+        if control.version == 2 and own != control.root:
+            # v2 allows no processes in a group whose children use a controller: this
+            # process moves into a leaf of its own first.
+            make_group(control, own / "owner", 4096)
+            _write(own / "owner" / "cgroup.procs", str(os.getpid()))
+        base = own if own != control.root else control.root / "mlsched"
+        return cls(control, base / name, slices)
+
+    def argv(self, name: str, cores: float, argv: list[str]) -> list[str]:
+        """``argv`` started in a new group ``name`` of ``cores`` CPUs."""
+        path = self.parent / name
+        make_group(self.control, path, cores)
+        return join_argv(path, argv)
+
+    def release(self, name: str) -> None:
+        """Remove group ``name`` (killing what is left in it)."""
+        remove_group(self.parent / name, stop_at=self.parent)
+
+    def close(self) -> None:
+        """Remove every group, then the folder (and its empty parents under ``mlsched/``)."""
+        remove_group(self.parent, stop_at=self.control.root / "mlsched")
 
 
 def _controllers(root: Path) -> list[str]:

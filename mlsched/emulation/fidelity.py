@@ -1,0 +1,251 @@
+"""``mlsched experiment fidelity``: does the simulator predict the emulated testbed?
+
+The same job mix runs for real, under each policy, on a fresh emulated cluster whose stand-in
+GPUs are CPU slices (:data:`FIDELITY_SPEC`: every task in a share of its own, so a job's speed
+depends on its devices and links, not on the other jobs); then the simulator runs the same
+jobs on the same cluster with, as its truth, a profile of exactly those slices (measured
+first, with the same trainers, unless one is given). The report
+(:mod:`mlsched.emulation.fidelity_report`) sets each job's measured JCT beside its simulated
+one, each policy's mean beside its simulated mean, and the ranking of the policies in both,
+with an ablation: the simulator without the profile (the job specs), without start-up and
+restart costs, and (``ablate_isolation``) a real run without the slices.
+
+Slots are 10 s: a job's start-up in its slices (10-25 s, the torch import in a quarter of a
+core most of it) takes one or two slots of a job's five to ten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlsched.emulation.experiment import run_policy, testbed_workload
+from mlsched.emulation.fidelity_report import (
+    FidelityRun,
+    ablation_rows,
+    fidelity_checks,
+    write_plots,
+)
+from mlsched.emulation.topology import EmulationSpec
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.simulator import TruthConfig
+from mlsched.perfmodel.profile import Profile, load_profile
+from mlsched.perfmodel.profiled import profile_kind
+from mlsched.profiling.grid import CellList, run_grid
+from mlsched.profiling.measure import Settings
+
+__all__ = [
+    "FIDELITY_POLICIES",
+    "FIDELITY_SPEC",
+    "SCALES",
+    "fidelity_jobs",
+    "needed_cells",
+    "profile_settings",
+    "run_fidelity",
+]
+
+#: 4 hosts in 2 racks, one stand-in GPU each: a quarter core per training rank and a fifth
+#: per parameter server; a host declares 0.45 cores (a rank and a PS) and may use 0.5, the
+#: rest for its agent. The slices hold at most 1.8 of this 2-core machine's cores: the
+#: controller has the rest.
+FIDELITY_SPEC = EmulationSpec(
+    hosts=4, racks=2, host_gbps=1.0, rack_gbps=0.2, gpus=1, cpus=0.45, host_cpus=0.5,
+    device_cores=0.25, ps_cores=0.2,
+)  # fmt: skip
+FIDELITY_POLICIES = ("fifo", "drf", "las2d")
+SLOT_SECONDS = 10.0
+_SAMPLES = 512
+_TRAINING: dict[str, Any] = {"num_samples": _SAMPLES, "timeout_s": 60.0}
+_GRADIENT_MB = {"mlp": 0.79, "resnet20": 1.08, "vgg11-narrow": 0.60}
+_IMAGE = {"mlp": 32, "resnet20": 16, "vgg11-narrow": 32}
+_KIND = {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync"), "ring": ("allreduce", "sync")}
+
+
+def _job(job_id: str, model: str, kind: str, workers: int, iters: int, arrival: int) -> dict:
+    arch, sync = _KIND[kind]
+    job: dict[str, Any] = {
+        "job_id": job_id,
+        "model": model,
+        "arch": arch,
+        "sync": sync,
+        "batch_size": 8,
+        "batches_per_chunk": iters,
+        "max_workers": workers,
+        "requested_workers": workers,
+        "arrival_slot": arrival,
+        "worker": {"gpu": 1, "cpu": FIDELITY_SPEC.device_cores},
+        "compute_s": 0.05,  # the specs' guess, which the ablation's "no profile" row uses
+        "gradient_mb": _GRADIENT_MB[model],
+        "training": {**_TRAINING, "image_size": _IMAGE[model]},
+    }
+    if arch == "ps":
+        job.update(requested_ps=1, ps={"cpu": FIDELITY_SPEC.ps_cores})
+    return job
+
+
+#: Per scale: the jobs (three kinds, three models; more demand than the 4 devices hold, so
+#: the policies' orders differ) and the policies run by default.
+SCALES: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
+    "default": (
+        [
+            _job("mlp-a", "mlp", "ps_async", 1, 1500, 0),
+            _job("resnet-sync-b", "resnet20", "ps_sync", 2, 600, 0),
+            _job("vgg-ring-c", "vgg11-narrow", "ring", 2, 800, 0),
+            _job("mlp-ring-d", "mlp", "ring", 2, 2000, 1),
+            _job("resnet-e", "resnet20", "ps_async", 1, 350, 1),
+            _job("mlp-f", "mlp", "ps_async", 1, 1200, 2),
+            _job("vgg-ring-g", "vgg11-narrow", "ring", 2, 600, 3),
+            _job("resnet-sync-h", "resnet20", "ps_sync", 2, 400, 4),
+        ],
+        FIDELITY_POLICIES,
+    ),
+    "smoke": (
+        [
+            _job("mlp-a", "mlp", "ps_async", 1, 1200, 0),
+            _job("mlp-ring-b", "mlp", "ring", 2, 1200, 0),
+            _job("mlp-sync-c", "mlp", "ps_sync", 2, 600, 0),
+            _job("mlp-d", "mlp", "ps_async", 1, 600, 1),
+        ],
+        ("fifo", "las2d"),
+    ),
+}
+
+
+def fidelity_jobs(scale: str = "default") -> list[dict[str, Any]]:
+    if scale not in SCALES:
+        raise ValueError(f"scale: {scale!r}: one of {', '.join(SCALES)}")
+    return [dict(j) for j in SCALES[scale][0]]
+
+
+def needed_cells(jobs: Sequence[dict[str, Any]]) -> CellList:
+    """The profile cells the jobs need: (model, kind, workers), each once, in job order."""
+    from mlsched.core.job import JobSpec
+
+    seen: dict[tuple[str, str, int], None] = {}
+    for i, raw in enumerate(jobs):
+        spec = JobSpec.from_dict(raw, f"jobs[{i}]")
+        workers = spec.requested_workers or spec.max_workers or 1
+        seen[(spec.model, profile_kind(spec), workers)] = None
+    return CellList(tuple(seen))
+
+
+def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
+    """What the jobs run with, in the slices the cluster gives them."""
+    return Settings(
+        steps=40, warmup=10, resume_steps=5, batch_size=8, image_size=16,
+        num_samples=_SAMPLES, image_sizes=(("mlp", 32), ("vgg11-narrow", 32)),
+        device_cores=spec.device_cores, ps_cores=spec.ps_cores,
+        ranks_per_node=spec.gpus,  # a ring spread over hosts runs a launcher per host
+    )  # fmt: skip
+
+
+def _measure_profile(
+    jobs: Sequence[dict[str, Any]], spec: EmulationSpec, path: Path, say: Callable[[str], None]
+) -> Profile:
+    run = run_grid(needed_cells(jobs), profile_settings(spec), path, device_type=spec.gpu_type,
+                   say=say)  # fmt: skip
+    if run.failed:
+        cell, why = run.failed[0]
+        raise RuntimeError(f"profile cell {' '.join(map(str, cell))} failed: {why}")
+    return run.profile
+
+
+def run_fidelity(
+    *,
+    out: Path,
+    scale: str = "default",
+    policies: Sequence[str] | None = None,
+    profile_path: Path | None = None,
+    ablate_isolation: bool = False,
+    spec: EmulationSpec = FIDELITY_SPEC,
+    max_slots: int = 60,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure the profile (unless ``profile_path`` is an existing file), run every policy
+    for real and in the simulator, and write ``results.json`` and plots under ``out``."""
+    started = time.perf_counter()
+    jobs = fidelity_jobs(scale)
+    chosen = tuple(policies or SCALES[scale][1])
+    out.mkdir(parents=True, exist_ok=True)
+    path = profile_path or out / "profile.json"
+    t0 = time.perf_counter()
+    if profile_path is not None and profile_path.exists():
+        profile = load_profile(profile_path)
+        profile_s = 0.0
+    else:
+        profile = _measure_profile(jobs, spec, path, say)
+        profile_s = time.perf_counter() - t0
+    workload = testbed_workload(spec, jobs, SLOT_SECONDS)
+    truths = {
+        "profile": TruthConfig(profile=profile),
+        "no profile (job specs)": TruthConfig(),
+        "profile, no start-up or restart cost": TruthConfig(
+            profile=_without_startup(profile), restart_s=0.0
+        ),
+    }
+    runs: list[FidelityRun] = []
+    for policy in chosen:
+        say(f"{policy}: running {len(jobs)} jobs on the emulated cluster ...")
+        measured, as_run = run_policy(
+            policy, workload, jobs, spec, out / "runs" / policy, max_slots, say
+        )
+        simulated = {
+            name: simulate(as_run, SimulationConfig(policy, truth=truth), cache=False)
+            for name, truth in truths.items()
+        }
+        servers = tuple(s.name for s in as_run.cluster.servers)
+        runs.append(FidelityRun(policy, measured, simulated, servers))
+    unisolated = None
+    if ablate_isolation:
+        bare = dataclasses.replace(spec, device_cores=None, ps_cores=None, isolate_cpu=False)
+        policy = chosen[0]
+        say(f"{policy}: running again without CPU slices or host shares (ablation) ...")
+        measured, _ = run_policy(
+            policy, workload, jobs, bare, out / "runs" / f"{policy}-unisolated", max_slots, say
+        )
+        unisolated = FidelityRun(policy, measured, runs[0].simulated)
+    checks = fidelity_checks(runs)
+    results: dict[str, Any] = {
+        "experiment": "fidelity",
+        "scale": scale,
+        "emulated": spec.to_dict(),
+        "slot_seconds": SLOT_SECONDS,
+        "policies": list(chosen),
+        "jobs": jobs,
+        "profile": {
+            "path": str(path),
+            "cells": len(profile.cells),
+            "measured_s": round(profile_s, 1),
+            "bytes": path.stat().st_size if path.exists() else None,
+        },
+        "runs": [r.to_dict() for r in runs],
+        "ablation": ablation_rows(runs, unisolated),
+        "checks": [c.to_dict() for c in checks],
+        "wall_s": None,
+    }
+    results["plots"] = [str(p) for p in write_plots(out, results["runs"])]
+    results["wall_s"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(_finite(results), indent=2, default=str, allow_nan=False)
+    (out / "results.json").write_text(text, encoding="utf-8")
+    return results
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinity: an error that could not be measured is written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _without_startup(profile: Profile) -> Profile:
+    cells = tuple(dataclasses.replace(c, startup_s=0.0, restart_s=0.0) for c in profile.cells)
+    return dataclasses.replace(profile, cells=cells)

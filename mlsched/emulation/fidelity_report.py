@@ -1,0 +1,228 @@
+"""The fidelity experiment's numbers: per-job and per-policy errors, the goals, the ablation
+and the plots (:mod:`mlsched.emulation.fidelity` runs it).
+
+A job's error is ``|simulated - measured| / measured`` JCT; a job finished on one side only
+counts as an infinite error (it fails the median if enough do). A policy's error is that of
+its mean JCT over the jobs both sides finished. The ranking orders the policies by mean JCT;
+two policies whose measured means are within 5 % of each other are a tie, which either order
+matches (the testbed cannot tell them apart: its own runs vary by a few %).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlsched.engine.results import RunResult
+from mlsched.engine.summary import jct_s
+from mlsched.experiments.base import Check
+
+__all__ = [
+    "GOAL_JOB",
+    "GOAL_POLICY",
+    "TIE",
+    "FidelityRun",
+    "ablation_rows",
+    "fidelity_checks",
+    "fidelity_report",
+    "write_plots",
+]
+
+#: The goals: per-job median error, each policy's mean JCT error.
+GOAL_JOB = 0.10
+GOAL_POLICY = 0.10
+#: Measured means closer than this (relative) are a tie for the ranking.
+TIE = 0.05
+MAIN = "profile"
+
+
+@dataclass
+class FidelityRun:
+    """One policy's real run and its simulations (by truth: ``profile`` first)."""
+
+    policy: str
+    measured: RunResult
+    simulated: dict[str, RunResult]
+    servers: tuple[str, ...] = ()  # as the real run's engine numbered them
+
+    def jobs(self, truth: str = MAIN) -> list[dict[str, Any]]:
+        """Per job: JCT measured and simulated (seconds, None if unfinished) and the error."""
+        sim = self.simulated[truth]
+        rows = []
+        for job_id, rec in sorted(self.measured.records.items()):
+            jm = jct_s(rec, self.measured.slot_seconds)
+            other = sim.records.get(job_id)
+            js = jct_s(other, sim.slot_seconds) if other is not None else None
+            rows.append(
+                {"job_id": job_id, "policy": self.policy, "jct_measured_s": jm,
+                 "jct_simulated_s": js, "error": _error(js, jm)}
+            )  # fmt: skip
+        return rows
+
+    def means(self, truth: str = MAIN) -> tuple[float | None, float | None]:
+        """Mean JCT measured and simulated over the jobs both sides finished."""
+        both = [
+            (r["jct_measured_s"], r["jct_simulated_s"])
+            for r in self.jobs(truth)
+            if r["jct_measured_s"] is not None and r["jct_simulated_s"] is not None
+        ]
+        if not both:
+            return None, None
+        return statistics.fmean(m for m, _ in both), statistics.fmean(s for _, s in both)
+
+    def to_dict(self) -> dict[str, Any]:
+        m, s = self.means()
+        return {
+            "policy": self.policy,
+            "servers": list(self.servers),
+            "jobs": self.jobs(),
+            "mean_jct_measured_s": m,
+            "mean_jct_simulated_s": s,
+            "mean_error": _error(s, m),
+            "slots_measured": self.measured.slots,
+            "slots_simulated": self.simulated[MAIN].slots,
+        }
+
+
+def _error(simulated: float | None, measured: float | None) -> float:
+    if simulated is None or measured is None or measured <= 0:
+        return math.inf
+    return abs(simulated - measured) / measured
+
+
+def _median_job_error(runs: Sequence[FidelityRun], truth: str) -> float:
+    errors = [r["error"] for run in runs for r in run.jobs(truth)]
+    return statistics.median(errors) if errors else math.inf
+
+
+def _same_ranking(runs: Sequence[FidelityRun], truth: str) -> tuple[bool, str]:
+    """Whether the simulated means order the policies as the measured ones (ties aside)."""
+    means = {run.policy: run.means(truth) for run in runs}
+    if any(m is None or s is None for m, s in means.values()):
+        return False, "a policy finished no job on one side"
+    order_m = sorted(means, key=lambda p: means[p][0] or 0.0)
+    order_s = sorted(means, key=lambda p: means[p][1] or 0.0)
+    for i, a in enumerate(order_m):
+        for b in order_m[i + 1 :]:
+            ma, mb = means[a][0] or 0.0, means[b][0] or 0.0
+            if (mb - ma) / ma <= TIE:
+                continue  # a tie on the testbed: either order
+            if order_s.index(a) > order_s.index(b):
+                return False, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
+    return True, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
+
+
+def fidelity_checks(runs: Sequence[FidelityRun]) -> list[Check]:
+    """The goals, for the main truth (the profile)."""
+    median = _median_job_error(runs, MAIN)
+    checks = [
+        Check(
+            f"per-job median |simulated - measured| / measured JCT <= {GOAL_JOB:.0%}",
+            median <= GOAL_JOB,
+            f"{median:.1%} over {sum(len(r.measured.records) for r in runs)} job runs",
+        )
+    ]
+    for run in runs:
+        m, s = run.means()
+        err = _error(s, m)
+        detail = "no job finished on both sides" if m is None or s is None else (
+            f"measured {m:.1f} s, simulated {s:.1f} s ({err:.1%})"
+        )  # fmt: skip
+        checks.append(Check(f"{run.policy}: mean JCT within {GOAL_POLICY:.0%}",
+                            err <= GOAL_POLICY, detail))  # fmt: skip
+    same, detail = _same_ranking(runs, MAIN)
+    checks.append(Check("the same ranking of policies by mean JCT", same, detail))
+    return checks
+
+
+def ablation_rows(
+    runs: Sequence[FidelityRun], unisolated: FidelityRun | None
+) -> list[dict[str, Any]]:
+    """Per variant: the per-job median error, the worst policy-mean error, the ranking."""
+    rows = []
+    for truth in runs[0].simulated if runs else ():
+        worst = max(_error(*reversed(run.means(truth))) for run in runs)
+        same, detail = _same_ranking(runs, truth)
+        rows.append(
+            {"variant": "simulator: " + truth, "median_job_error": _median_job_error(runs, truth),
+             "worst_policy_error": worst, "same_ranking": same, "ranking": detail}
+        )  # fmt: skip
+    if unisolated is not None:
+        m, s = unisolated.means()
+        rows.append(
+            {"variant": f"testbed without CPU slices ({unisolated.policy} only)",
+             "median_job_error": _median_job_error([unisolated], MAIN),
+             "worst_policy_error": _error(s, m), "same_ranking": None, "ranking": "-"}
+        )  # fmt: skip
+    return rows
+
+
+def write_plots(out: Path, runs: Sequence[dict[str, Any]]) -> list[Path]:
+    """``fidelity_scatter.png`` (simulated against measured JCT per job, a marker per
+    policy, the diagonal and its +-10 % band) and ``fidelity_cdf.png`` (both CDFs), from
+    the runs as ``results.json`` holds them (:meth:`FidelityRun.to_dict`)."""
+    from mlsched.experiments.plots import plot_cdf, plot_scatter
+
+    points = {
+        run["policy"]: [
+            (r["jct_measured_s"], r["jct_simulated_s"])
+            for r in run["jobs"]
+            if r["jct_measured_s"] is not None and r["jct_simulated_s"] is not None
+        ]
+        for run in runs
+    }
+    scatter = plot_scatter(
+        out / "fidelity_scatter.png", points, band=GOAL_JOB,
+        xlabel="measured JCT (s)", ylabel="simulated JCT (s)",
+        title="Each job: simulated (profile) against measured",
+    )  # fmt: skip
+    samples: dict[str, list[float]] = {}
+    styles: dict[str, tuple[str, str]] = {}
+    for i, run in enumerate(runs):
+        for side, key, line in (("measured", "jct_measured_s", "-"),
+                                ("simulated", "jct_simulated_s", "--")):  # fmt: skip
+            name = f"{run['policy']} {side}"
+            samples[name] = [r[key] for r in run["jobs"] if r[key] is not None]
+            styles[name] = (f"C{i % 10}", line)
+    cdf = plot_cdf(out / "fidelity_cdf.png", samples, xlabel="JCT (s)", styles=styles,
+                   title="JCT on the testbed (solid) and in the simulator (dashed)")  # fmt: skip
+    return [scatter, cdf]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or math.isinf(value) else f"{value:.1%}"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def fidelity_report(results: dict[str, Any]) -> str:
+    """The per-job rows, the policy means, the goals and the ablation, as text."""
+    lines = [f"{'policy':<8}{'job':<16}{'measured':>10}{'simulated':>11}{'error':>8}"]
+    for run in results["runs"]:
+        for r in run["jobs"]:
+            lines.append(
+                f"{run['policy']:<8}{r['job_id']:<16}{_s(r['jct_measured_s']):>10}"
+                f"{_s(r['jct_simulated_s']):>11}{_pct(r['error']):>8}"
+            )
+        lines.append(
+            f"{run['policy']:<8}{'(mean)':<16}{_s(run['mean_jct_measured_s']):>10}"
+            f"{_s(run['mean_jct_simulated_s']):>11}{_pct(run['mean_error']):>8}"
+        )
+    lines += ["", "ablation:", f"{'variant':<48}{'job median':>11}{'worst mean':>11}  ranking"]
+    for row in results["ablation"]:
+        same = {True: "same", False: "differs", None: "-"}[row["same_ranking"]]
+        lines.append(
+            f"{row['variant']:<48}{_pct(row['median_job_error']):>11}"
+            f"{_pct(row['worst_policy_error']):>11}  {same}"
+        )
+    lines.append("")
+    for check in results["checks"]:
+        lines.append(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}: "
+                     f"{check['detail']}")  # fmt: skip
+    return "\n".join(lines)

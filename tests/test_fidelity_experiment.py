@@ -21,13 +21,14 @@ import pytest
 from mlsched.emulation.netns import missing_requirements
 from mlsched.trainers.cpu_share import cpu_control
 
-pytestmark = [pytest.mark.processes, pytest.mark.soak]
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.soak]
 
 _CONTROL, _WHY = cpu_control()
 _MISSING = [*missing_requirements(), *([] if _CONTROL else [_WHY])]
 
 
 @pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ok")
+@pytest.mark.timeout(900)  # about 5 minutes: a profile of 3 cells and 2 real runs
 def test_the_simulator_predicts_the_testbed_within_the_goals(tmp_path: Path) -> None:
     from mlsched.emulation.fidelity import run_fidelity
     from mlsched.emulation.fidelity_report import fidelity_report

@@ -106,10 +106,10 @@ SCALES: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
     ),
     "smoke": (
         [
-            _job("mlp-a", "mlp", "ps_async", 1, 1200, 0),
-            _job("mlp-ring-b", "mlp", "ring", 2, 1200, 0),
+            _job("mlp-a", "mlp", "ps_async", 1, 1000, 0),
+            _job("mlp-ring-b", "mlp", "ring", 2, 1000, 0),
             _job("mlp-sync-c", "mlp", "ps_sync", 2, 600, 0),
-            _job("mlp-d", "mlp", "ps_async", 1, 600, 1),
+            _job("mlp-d", "mlp", "ps_async", 1, 500, 1),
         ],
         ("fifo", "las2d"),
     ),

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install protos demo test soak reproduce lint bench clean horovod mutation
+.PHONY: install protos demo demo-profiled test soak reproduce lint bench clean horovod mutation
 
 install: $(STAMP)
 
@@ -29,6 +29,12 @@ protos:
 
 demo: install
 	$(BIN)/mlsched demo
+
+# The demo with each stand-in GPU a CPU slice and the runtime model's prior a profile of
+# those slices, measured first (root; a few minutes the first time, then reused).
+demo-profiled: install
+	$(BIN)/mlsched demo --device-cores 0.3 --ps-cores 0.2 --measure-profile \
+		--profile runs/profile-demo-slices.json
 
 # Tests run side by side, one pytest-xdist worker per core (TEST_WORKERS=1: one after
 # another); those that start training processes run one at a time (docs/testing.md).

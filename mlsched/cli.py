@@ -38,6 +38,7 @@ from mlsched.cli_simulate import run_replay, run_simulate
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
 from mlsched.emulation.cli import (
+    EMULATED_EXPERIMENTS,
     add_emulation_parser,
     run_emulated_demo,
     run_emulated_experiment,
@@ -238,6 +239,12 @@ def get_args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ps-cores", type=positive_float, help="with --device-cores: a parameter server's share"
     )
+    p.add_argument(
+        "--measure-profile",
+        action="store_true",
+        help="first measure the cells the demo's jobs need into --profile, in the "
+        "--device-cores slices (a few minutes; cells the file has are kept)",
+    )
     add_train_parser(sub)
     add_trace_parser(sub)
     add_profile_parser(sub)
@@ -355,7 +362,9 @@ def run(config: Config) -> int:
         "replay": run_replay,
         "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
         "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
-        "experiments": lambda c: _print_names(experiments(), json_out=c.json),
+        "experiments": lambda c: _print_names(
+            dict(sorted({**experiments(), **EMULATED_EXPERIMENTS}.items())), json_out=c.json
+        ),
         "experiment": _experiment,
         "demo": _demo,
         "train": lambda c: run_train(c.train) if c.train else 2,
@@ -479,6 +488,8 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     slices = None
     if args.device_cores is not None:
         slices = (args.device_cores, args.ps_cores or args.device_cores)
+    if args.measure_profile:
+        _measure_demo_profile(args, policy, slices)
     statuses = run_cluster_demo(
         policy=policy,
         slots=args.slots,
@@ -492,6 +503,30 @@ def _cluster_demo(args: argparse.Namespace) -> int:
     done = sum(1 for s in statuses.values() if s.state == "done")
     print(f"\n{done} of {len(statuses)} jobs done with policy {policy}.")
     return 0
+
+
+def _measure_demo_profile(
+    args: argparse.Namespace, policy: str, slices: tuple[float, float] | None
+) -> None:
+    """The cells the demo's jobs need, measured into ``--profile`` as the demo's agents
+    will run them (in their slices; a launcher per rank, as a job spread over the two
+    agents starts)."""
+    from mlsched.demo import PROFILE_SHAPE, demo_jobs
+    from mlsched.profiling.grid import cells_for_jobs, run_grid
+    from mlsched.profiling.measure import Settings
+
+    if args.profile is None:
+        raise SpecError("--measure-profile", True, "a --profile file to write")
+    settings = Settings(
+        steps=40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
+        device_cores=slices[0] if slices else None, ps_cores=slices[1] if slices else None,
+        ranks_per_node=1,
+    )  # fmt: skip
+    run = run_grid(cells_for_jobs(demo_jobs(policy)), settings, args.profile,
+                   say=lambda s: print(s, flush=True))  # fmt: skip
+    if run.failed:
+        cell, why = run.failed[0]
+        raise SpecError("--measure-profile", " ".join(map(str, cell)), f"a cell that runs ({why})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

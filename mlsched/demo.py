@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 # Small on purpose: 2 CPU cores train everything. Work units are mini-batches.
 _TRAINING = {"num_samples": 1024, "image_size": 16, "timeout_s": 30.0}
 _VGG_TRAINING = {**_TRAINING, "image_size": 32}  # five 2x2 poolings need 32 px
+#: What the demo's jobs train with, for a profile of them (``demo --measure-profile``).
+PROFILE_SHAPE: dict[str, Any] = {
+    "batch_size": 16,
+    "image_size": _TRAINING["image_size"],
+    "image_sizes": (("vgg11-narrow", _VGG_TRAINING["image_size"]),),
+}
 
 
 def _job(job_id: str, model: str, arch: str, batches: int, **kw: Any) -> dict[str, Any]:

@@ -158,3 +158,14 @@ def test_a_group_with_subgroups_is_removed_with_them() -> None:
     make_group(_CONTROL, host / "slices" / "t1", 0.2)
     assert remove_group(host, stop_at=_CONTROL.root)
     assert not host.exists()
+
+
+def test_the_demo_refuses_slices_and_profiles_it_cannot_use(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mlsched.cli import main
+
+    assert main(["demo", "--ps-cores", "0.2"]) == 2
+    assert "--ps-cores" in capsys.readouterr().err
+    assert main(["demo", "--measure-profile", "--device-cores", "0.3"]) == 2
+    assert "--measure-profile" in capsys.readouterr().err

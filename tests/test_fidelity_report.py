@@ -21,7 +21,6 @@ from mlsched.emulation.fidelity import (
     SCALES,
     _finite,
     fidelity_jobs,
-    needed_cells,
     profile_settings,
 )
 from mlsched.emulation.fidelity_report import (
@@ -34,6 +33,7 @@ from mlsched.emulation.fidelity_report import (
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.results import RunResult
 from mlsched.engine.simulator import TruthConfig
+from mlsched.profiling.grid import cells_for_jobs
 
 WORKLOAD = _workload(FIDELITY_SPEC, fidelity_jobs("smoke"), 10.0)
 
@@ -129,7 +129,7 @@ def test_the_report_plots_and_tables_what_it_measured(tmp_path: Path) -> None:
 def test_the_jobs_need_the_cells_the_profile_measures() -> None:
     for scale in SCALES:
         jobs = fidelity_jobs(scale)
-        kinds = {c[1] for c in needed_cells(jobs).cells()}
+        kinds = {c[1] for c in cells_for_jobs(jobs).cells()}
         assert kinds == {"ps_async", "ps_sync", "ring"}, scale
     models = {j["model"] for j in fidelity_jobs("default")}
     assert models == {"mlp", "resnet20", "vgg11-narrow"} and len(fidelity_jobs()) >= 8

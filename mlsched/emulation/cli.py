@@ -376,6 +376,17 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     return 0
 
 
+#: The experiments that run for real on an emulated cluster (root), beside the registered
+#: simulated ones: ``mlsched experiments`` lists them too.
+EMULATED_EXPERIMENTS = {
+    "fidelity": "the simulator against the testbed: 8 jobs of 3 kinds under fifo/drf/las2d "
+    "for real on an emulated cluster with device slices vs simulated with its measured "
+    "profile; per-job and per-policy errors, ranking, ablation (root, ~14 min)",
+    "testbed": "policies for real on an emulated cluster (--emulate, root): 4 small jobs, "
+    "JCT measured beside simulated",
+}
+
+
 def run_fidelity_experiment(args: argparse.Namespace, policies: tuple[str, ...]) -> int:
     """``mlsched experiment fidelity``: emulation/fidelity.py."""
     from mlsched.core.errors import SpecError

@@ -35,8 +35,7 @@ from mlsched.emulation.topology import EmulationSpec
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.profile import Profile, load_profile
-from mlsched.perfmodel.profiled import profile_kind
-from mlsched.profiling.grid import CellList, run_grid
+from mlsched.profiling.grid import cells_for_jobs, run_grid
 from mlsched.profiling.measure import Settings
 
 __all__ = [
@@ -44,7 +43,6 @@ __all__ = [
     "FIDELITY_SPEC",
     "SCALES",
     "fidelity_jobs",
-    "needed_cells",
     "profile_settings",
     "run_fidelity",
 ]
@@ -122,18 +120,6 @@ def fidelity_jobs(scale: str = "default") -> list[dict[str, Any]]:
     return [dict(j) for j in SCALES[scale][0]]
 
 
-def needed_cells(jobs: Sequence[dict[str, Any]]) -> CellList:
-    """The profile cells the jobs need: (model, kind, workers), each once, in job order."""
-    from mlsched.core.job import JobSpec
-
-    seen: dict[tuple[str, str, int], None] = {}
-    for i, raw in enumerate(jobs):
-        spec = JobSpec.from_dict(raw, f"jobs[{i}]")
-        workers = spec.requested_workers or spec.max_workers or 1
-        seen[(spec.model, profile_kind(spec), workers)] = None
-    return CellList(tuple(seen))
-
-
 def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
     """What the jobs run with, in the slices the cluster gives them."""
     return Settings(
@@ -147,7 +133,7 @@ def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
 def _measure_profile(
     jobs: Sequence[dict[str, Any]], spec: EmulationSpec, path: Path, say: Callable[[str], None]
 ) -> Profile:
-    run = run_grid(needed_cells(jobs), profile_settings(spec), path, device_type=spec.gpu_type,
+    run = run_grid(cells_for_jobs(jobs), profile_settings(spec), path, device_type=spec.gpu_type,
                    say=say)  # fmt: skip
     if run.failed:
         cell, why = run.failed[0]

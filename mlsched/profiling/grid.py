@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mlsched.core.errors import SpecError
 from mlsched.perfmodel.profile import KINDS, Profile, load_profile
 from mlsched.profiling.measure import Settings, device_info, machine_info, measure_cell
 
-__all__ = ["MAX_CELLS", "CellList", "Grid", "ProfileRun", "run_grid"]
+__all__ = ["MAX_CELLS", "CellList", "Grid", "ProfileRun", "cells_for_jobs", "run_grid"]
 
 #: A grid measures at most this many cells (each is two real runs of a job).
 MAX_CELLS = 200
@@ -82,6 +83,20 @@ class CellList:
 
     def cells(self) -> list[tuple[str, str, int]]:
         return list(self.entries)
+
+
+def cells_for_jobs(jobs: Sequence[Mapping[str, Any]]) -> CellList:
+    """The cells a job mix needs, (model, kind, workers) each once in job order: the kind
+    as the simulator matches it (``profile_kind``), the workers the job asks for."""
+    from mlsched.core.job import JobSpec
+    from mlsched.perfmodel.profiled import profile_kind
+
+    seen: dict[tuple[str, str, int], None] = {}
+    for i, raw in enumerate(jobs):
+        spec = JobSpec.from_dict(raw, f"jobs[{i}]")
+        workers = spec.requested_workers or spec.max_workers or 1
+        seen[(spec.model, profile_kind(spec), workers)] = None
+    return CellList(tuple(seen))
 
 
 @dataclass

@@ -49,6 +49,22 @@ class Mutant:
 CONTINUITY = "tests/test_trainers_continuity.py"
 
 MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "fidelity-error-over-simulated",
+        "mlsched/emulation/fidelity_report.py",
+        "return abs(simulated - measured) / measured",
+        "return abs(simulated - measured) / simulated",
+        ("tests/test_fidelity_report.py",),
+        "a job's error is taken relative to the simulated JCT, not the measured one",
+    ),
+    Mutant(
+        "device-slice-per-task-not-per-rank",
+        "mlsched/trainers/cpu_share.py",
+        "return self.ps_cores if ps else self.device_cores * max(1, ranks)",
+        "return self.ps_cores if ps else self.device_cores",
+        ("tests/test_device_slices.py",),
+        "a launcher with several ranks gets one device's cores for all of them",
+    ),
     # Engine accounting ------------------------------------------------------------------
     Mutant(
         "engine-moved-servers-not-rechecked",

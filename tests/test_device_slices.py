@@ -117,6 +117,13 @@ def test_bad_slices_are_refused_by_field_and_flag() -> None:
     args = parser.parse_args(["--controller", "127.0.0.1:1", "--device-cores", "0.01"])
     with pytest.raises(SpecError, match="--device-cores"):
         agent_from_args(args)
+    args = parser.parse_args(
+        ["--controller", "127.0.0.1:1", "--device-cores", "0.3", "--ps-cores", "0.01"]
+    )
+    with pytest.raises(SpecError, match="--ps-cores"):
+        agent_from_args(args)
+    with pytest.raises(SpecError, match="ps_cores"):
+        Settings(device_cores=0.3, ps_cores=0.01)
 
 
 @needs_cgroups

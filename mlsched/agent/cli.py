@@ -133,10 +133,8 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
 
         try:
             slices = DeviceSlices(args.device_cores, args.ps_cores or args.device_cores)
-        except ValueError as err:
-            flag = "--ps-cores" if str(err).startswith("ps_cores") else "--device-cores"
-            raise SpecError(flag, getattr(args, flag[2:].replace("-", "_")), "cores in "
-                            "0.1..4096") from None  # fmt: skip
+        except SpecError as err:  # named by its flag
+            raise SpecError("--" + err.field.replace("_", "-"), err.value, err.expected) from None
         control, why = cpu_control()
         _check(control is not None, "--device-cores", args.device_cores, f"a machine whose "
                f"cgroup cpu controller is writable ({why})")  # fmt: skip

@@ -91,12 +91,7 @@ class Settings:
             raise SpecError("cpus", self.cpus, "unset when device_cores is set (one or the other)")
         if self.ps_cores is not None and self.device_cores is None:
             raise SpecError("ps_cores", self.ps_cores, "set only with device_cores")
-        if self.device_cores is not None:
-            try:
-                self.slices()
-            except ValueError as err:
-                field = "ps_cores" if str(err).startswith("ps_cores") else "device_cores"
-                raise SpecError(field, getattr(self, field), "cores in 0.1..4096") from None
+        self.slices()  # a bad share is refused there, its field named
         rpn = self.ranks_per_node
         if rpn is not None and (not isinstance(rpn, int) or isinstance(rpn, bool) or rpn < 1):
             raise SpecError("ranks_per_node", rpn, "an integer >= 1 (or unset)")

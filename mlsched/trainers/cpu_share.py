@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlsched.core.errors import SpecError
+
 __all__ = [
     "PERIOD_US",
     "WEIGHT",
@@ -232,7 +234,7 @@ class DeviceSlices:
                 or not isinstance(value, int | float)
                 or not (0.1 <= value <= 4096)
             ):
-                raise ValueError(f"{name}: {value!r}: cores in 0.1..4096 (the kernel's floor)")
+                raise SpecError(name, value, "cores in 0.1..4096 (the kernel's floor is 0.1)")
 
     def cores(self, *, ps: bool, ranks: int) -> float:
         """The share of a task: a parameter server's, or ``ranks`` training ranks'."""

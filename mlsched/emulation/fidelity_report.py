@@ -145,7 +145,7 @@ def ablation_rows(
     """Per variant: the per-job median error, the worst policy-mean error, the ranking."""
     rows = []
     for truth in runs[0].simulated if runs else ():
-        worst = max(_error(*reversed(run.means(truth))) for run in runs)
+        worst = max(_error(s, m) for m, s in (run.means(truth) for run in runs))
         same, detail = _same_ranking(runs, truth)
         rows.append(
             {"variant": "simulator: " + truth, "median_job_error": _median_job_error(runs, truth),

@@ -54,6 +54,7 @@ from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 # `mlsched --help` and `mlsched status` should not pay a second of imports.
 if TYPE_CHECKING:
     from mlsched.experiments.base import ProgressFactory
+    from mlsched.trainers.cpu_share import DeviceSlices
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -483,11 +484,12 @@ def _cluster_demo(args: argparse.Namespace) -> int:
         raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")
     policy = args.policy[0] if args.policy else "fifo"
     check_policies([policy])
-    if args.ps_cores is not None and args.device_cores is None:
-        raise SpecError("--ps-cores", args.ps_cores, "given only with --device-cores")
-    slices = None
-    if args.device_cores is not None:
-        slices = (args.device_cores, args.ps_cores or args.device_cores)
+    from mlsched.trainers.cpu_share import DeviceSlices
+
+    try:
+        slices = DeviceSlices.of(args.device_cores, args.ps_cores)
+    except SpecError as err:  # named by its flag
+        raise SpecError("--" + err.field.replace("_", "-"), err.value, err.expected) from None
     if args.measure_profile:
         _measure_demo_profile(args, policy, slices)
     statuses = run_cluster_demo(
@@ -506,7 +508,7 @@ def _cluster_demo(args: argparse.Namespace) -> int:
 
 
 def _measure_demo_profile(
-    args: argparse.Namespace, policy: str, slices: tuple[float, float] | None
+    args: argparse.Namespace, policy: str, slices: DeviceSlices | None
 ) -> None:
     """The cells the demo's jobs need, measured into ``--profile`` as the demo's agents
     will run them (in their slices; a launcher per rank, as a job spread over the two
@@ -519,7 +521,8 @@ def _measure_demo_profile(
         raise SpecError("--measure-profile", True, "a --profile file to write")
     settings = Settings(
         steps=40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
-        device_cores=slices[0] if slices else None, ps_cores=slices[1] if slices else None,
+        device_cores=slices.device_cores if slices else None,
+        ps_cores=slices.ps_cores if slices else None,
         ranks_per_node=1,
     )  # fmt: skip
     run = run_grid(cells_for_jobs(demo_jobs(policy)), settings, args.profile,

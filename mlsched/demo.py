@@ -27,6 +27,7 @@ import yaml
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.controller.status import JobStatus
 from mlsched.net.ports import free_port_range
+from mlsched.trainers.cpu_share import DeviceSlices
 
 __all__ = [
     "DEMO_JOBS",
@@ -114,10 +115,10 @@ def _as_allreduce(job: dict[str, Any]) -> dict[str, Any]:
 
 def agent_command(
     controller: str, name: str, workdir: Path, ports: str, *, grace_s: float = 20.0,
-    slices: tuple[float, float] | None = None,
+    slices: DeviceSlices | None = None,
 ) -> list[str]:  # fmt: skip
     """A local agent standing in two GPUs on the CPU (``python -m mlsched.agent``); with
-    ``slices`` (device cores, PS cores) each task in a CPU share of its own."""
+    ``slices`` each task in a CPU share of its own."""
     argv = [
         sys.executable, "-m", "mlsched.agent", "--controller", controller,
         "--name", name, "--host", "127.0.0.1", "--gpus", "2", "--gpu-type", "cpu",
@@ -125,7 +126,8 @@ def agent_command(
         "--ports", ports, "--grace", f"{grace_s:g}",
     ]  # fmt: skip
     if slices is not None:
-        argv += ["--device-cores", f"{slices[0]:g}", "--ps-cores", f"{slices[1]:g}"]
+        argv += ["--device-cores", f"{slices.device_cores:g}", "--ps-cores",
+                 f"{slices.ps_cores:g}"]  # fmt: skip
     return argv
 
 
@@ -139,12 +141,12 @@ def run_cluster_demo(
     out: Any = None,
     live: bool = True,
     profile: Path | None = None,
-    slices: tuple[float, float] | None = None,
+    slices: DeviceSlices | None = None,
 ) -> dict[str, JobStatus]:
     """Run the demo; returns each job's final status. Progress goes to ``out`` (default:
     the current ``sys.stdout``). ``profile``: the runtime model's prior (a profile of
-    this machine). ``slices``: (device cores, PS cores) of each stand-in GPU's CPU slice
-    (``mlsched agent --device-cores``)."""
+    this machine). ``slices``: each stand-in GPU's CPU slice (``mlsched agent
+    --device-cores``)."""
     out = sys.stdout if out is None else out
     tmp = None
     if workdir is None:

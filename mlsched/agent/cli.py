@@ -97,6 +97,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
     from mlsched.agent.daemon import Agent
     from mlsched.agent.discovery import discover
     from mlsched.net.auth import ClientAuth, client_channel, read_token
+    from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
 
     host, sep, port = args.controller.rpartition(":")
     _check(bool(sep and host and port.isdigit()), "--controller", args.controller, "HOST:PORT")
@@ -121,20 +122,11 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         None,
         "a CA certificate when --tls-cert is given",
     )
-    _check(
-        args.ps_cores is None or args.device_cores is not None,
-        "--ps-cores",
-        args.ps_cores,
-        "given only with --device-cores",
-    )
-    slices = None
-    if args.device_cores is not None:
-        from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
-
-        try:
-            slices = DeviceSlices(args.device_cores, args.ps_cores or args.device_cores)
-        except SpecError as err:  # named by its flag
-            raise SpecError("--" + err.field.replace("_", "-"), err.value, err.expected) from None
+    try:
+        slices = DeviceSlices.of(args.device_cores, args.ps_cores)
+    except SpecError as err:  # named by its flag
+        raise SpecError("--" + err.field.replace("_", "-"), err.value, err.expected) from None
+    if slices is not None:
         control, why = cpu_control()
         _check(control is not None, "--device-cores", args.device_cores, f"a machine whose "
                f"cgroup cpu controller is writable ({why})")  # fmt: skip

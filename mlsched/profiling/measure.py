@@ -89,8 +89,6 @@ class Settings:
             raise SpecError("cpus", self.cpus, "cores in 0.1..4096 (the kernel's floor is 0.1)")
         if self.device_cores is not None and self.cpus is not None:
             raise SpecError("cpus", self.cpus, "unset when device_cores is set (one or the other)")
-        if self.ps_cores is not None and self.device_cores is None:
-            raise SpecError("ps_cores", self.ps_cores, "set only with device_cores")
         self.slices()  # a bad share is refused there, its field named
         rpn = self.ranks_per_node
         if rpn is not None and (not isinstance(rpn, int) or isinstance(rpn, bool) or rpn < 1):
@@ -100,10 +98,7 @@ class Settings:
                 raise SpecError(f"image_sizes.{model}", size, "an integer >= 8")
 
     def slices(self) -> DeviceSlices | None:
-        if self.device_cores is None:
-            return None
-        ps = self.ps_cores if self.ps_cores is not None else self.device_cores
-        return DeviceSlices(self.device_cores, ps)
+        return DeviceSlices.of(self.device_cores, self.ps_cores)
 
     def image_for(self, model: str) -> int:
         return dict(self.image_sizes).get(model, self.image_size)

@@ -236,6 +236,16 @@ class DeviceSlices:
             ):
                 raise SpecError(name, value, "cores in 0.1..4096 (the kernel's floor is 0.1)")
 
+    @classmethod
+    def of(cls, device_cores: float | None, ps_cores: float | None) -> DeviceSlices | None:
+        """The slices of two optional settings (None: no slices); a PS's share defaults
+        to a device's, and is refused without one. SpecError names the field."""
+        if device_cores is None:
+            if ps_cores is not None:
+                raise SpecError("ps_cores", ps_cores, "set only with device_cores")
+            return None
+        return cls(device_cores, device_cores if ps_cores is None else ps_cores)
+
     def cores(self, *, ps: bool, ranks: int) -> float:
         """The share of a task: a parameter server's, or ``ranks`` training ranks'."""
         return self.ps_cores if ps else self.device_cores * max(1, ranks)

@@ -203,6 +203,13 @@ def get_args_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fidelity: also run the first policy without CPU slices (about 3 min more)",
     )
+    p.add_argument(
+        "--profile-via",
+        choices=("local", "agents"),
+        default="local",
+        help="fidelity: measure the profile here in the cluster's slices (local), or through "
+        "the emulated cluster's agents, each cell in each shape its hosts give (agents)",
+    )
 
     p = sub.add_parser(
         "demo",
@@ -325,6 +332,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if cmd == "experiment":
         if args.ablate_isolation:
             raise SpecError("--ablate-isolation", True, "only with experiment fidelity")
+        if args.profile_via != "local":
+            raise SpecError("--profile-via", args.profile_via, "only with experiment fidelity")
         if args.profile is not None:
             raise SpecError(
                 "--profile",

@@ -50,6 +50,22 @@ CONTINUITY = "tests/test_trainers_continuity.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
+        "wire-added-to-a-cell-that-measured-its-links",
+        "mlsched/engine/simulator.py",
+        "wire = comm if spread and not match.links_measured else 0.0",
+        "wire = comm if spread else 0.0",
+        ("tests/test_profile_shapes.py",),
+        "the simulator adds modelled wire time to a cell measured across a cluster's links",
+    ),
+    Mutant(
+        "probe-spread-within-one-rack",
+        "mlsched/controller/probes.py",
+        "chosen = [a for row in turns for a in row if a is not None][:hosts]",
+        "chosen = agents[:hosts]",
+        ("tests/test_profile_shapes.py",),
+        "a 'racks' probe takes agents in registration order, all in one rack",
+    ),
+    Mutant(
         "fidelity-error-over-simulated",
         "mlsched/emulation/fidelity_report.py",
         "return abs(simulated - measured) / measured",

@@ -124,7 +124,7 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     assert said[0].endswith("1 cells on cpu, 0 already measured, 1 to go")
     profile = load_profile(out)
     [cell] = profile.cells
-    assert cell.key == ("mlp", "ps_async", 1, "cpu") and cell.source == "measured"
+    assert cell.key == ("mlp", "ps_async", 1, "cpu", "") and cell.source == "measured"
     assert (cell.batch_size, cell.image_size) == (32, 16)  # the model's own image size
     assert profile.settings["image_sizes"] == {"mlp": 16}
     assert cell.compute_s is not None and cell.comm_s is not None

@@ -26,16 +26,23 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     from mlsched.core.cluster import Topology
     from mlsched.core.device_types import TypeCatalogue
+    from mlsched.net.auth import ClientAuth
     from mlsched.v1 import jobs_pb2_grpc
 
-__all__ = ["CLUSTER_COMMANDS", "add_cluster_parsers", "run_cluster_command"]
+__all__ = [
+    "CLUSTER_COMMANDS",
+    "add_cluster_parsers",
+    "auth_args",
+    "client_auth",
+    "run_cluster_command",
+]
 
 log = logging.getLogger(__name__)
 
 CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "logs", "agent-token")
 
 
-def _auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
+def auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
     p.add_argument("--token", default=None, help="shared token (env MLSCHED_TOKEN)")
     p.add_argument("--token-file", default=None, help="file whose first line is the token")
     p.add_argument("--tls-cert", default=None, help="PEM certificate (TLS)")
@@ -53,7 +60,7 @@ def _client_args(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("MLSCHED_CONTROLLER", "127.0.0.1:50051"),
         help="controller HOST:PORT (env MLSCHED_CONTROLLER; default 127.0.0.1:50051)",
     )
-    _auth_args(p, server=False)
+    auth_args(p, server=False)
     p.add_argument("--timeout", type=float, default=10.0, help="RPC deadline in seconds")
 
 
@@ -125,7 +132,7 @@ def add_cluster_parsers(sub: Any) -> None:
         "gpu, cpu, ...}}, ps {name: {cpu, ...}} (agents declare their GPU model with "
         "--gpu-type; default: none)",
     )
-    _auth_args(p, server=True)
+    auth_args(p, server=True)
 
     p = sub.add_parser(
         "submit",
@@ -190,6 +197,15 @@ def add_cluster_parsers(sub: Any) -> None:
     p.add_argument("--agent-secret-file", required=True, help="the controller's agent secret")
 
 
+def client_auth(args: argparse.Namespace) -> ClientAuth:
+    """How a client command reaches the controller: its token and TLS flags."""
+    from mlsched.net.auth import ClientAuth
+
+    return ClientAuth(
+        _token(args), tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key
+    )
+
+
 def _token(args: argparse.Namespace) -> str | None:
     from mlsched.net.auth import read_token
 
@@ -202,21 +218,14 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     import grpc
 
     from mlsched.core.ids import check_id
-    from mlsched.net.auth import ClientAuth, agent_token, client_channel, read_secret_file
+    from mlsched.net.auth import agent_token, client_channel, read_secret_file
     from mlsched.v1 import jobs_pb2_grpc
 
     if args.command == "agent-token":
         secret = read_secret_file(args.agent_secret_file, "agent_secret_file")
         print(agent_token(secret, check_id(args.name, "name")))
         return 0
-    stub = jobs_pb2_grpc.JobServiceStub(
-        client_channel(
-            args.controller,
-            ClientAuth(
-                _token(args), tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key
-            ),
-        )
-    )
+    stub = jobs_pb2_grpc.JobServiceStub(client_channel(args.controller, client_auth(args)))
     try:
         if args.command == "submit":
             return _submit(stub, args)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -205,6 +206,38 @@ class ClusterExecutor(Executor):
                 job.want = None
                 job.run.finished = True
             self._reconcile_locked()
+
+    # Probes: a job run outside the engine (mlsched.controller.probes) ------------------
+    def pin(self, job: JobSpec, layout: Layout | None) -> None:
+        """Run ``job`` with ``layout`` (None: stop it at a checkpoint) whatever allocations
+        say; for a profile's probe, while the engine is held (no allocation comes)."""
+        with self._lock:
+            entry = self.jobs.get(job.job_id)
+            if entry is None:
+                entry = self.jobs[job.job_id] = ExecutorJob(job, JobRun(job.job_id))
+            entry.want = layout
+            self._reconcile_locked()
+
+    @contextmanager
+    def viewing(
+        self, job_id: str
+    ) -> Iterator[tuple[JobRun, Generation | None, dict[str, TaskReport | None]]]:
+        """The job's run, its current generation and that generation's latest task
+        reports, brought up to date and held still (under the lock) while in use."""
+        with self._lock:
+            self._reconcile_locked()
+            run = self.jobs[job_id].run
+            gen = run.gen
+            yield run, gen, (self._statuses(gen) if gen is not None else {})
+
+    def drop(self, job_id: str) -> None:
+        """Forget a pinned job entirely, its stored run too (its tasks have ended)."""
+        with self._lock:
+            entry = self.jobs.pop(job_id, None)
+            if entry is not None and entry.run.gen is not None:
+                self._release_ports(entry.run.gen)
+        if self.on_change is not None:
+            self.on_change(job_id, None)
 
     def live(self, job_id: str) -> tuple[float, int] | None:
         """(work units done, trainer steps done) by the job's processes as last reported:

@@ -9,11 +9,13 @@ here never reaches the controller's state or its SQLite file.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
+from mlsched.controller.probes import ProbeStatus
 from mlsched.controller.status import AgentStatus, ClusterStatus, JobStatus, PlacementEntry
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_number
@@ -37,6 +39,7 @@ from mlsched.core.task_logs import (
     LogRequest,
     check_range,
 )
+from mlsched.perfmodel.profile import cell_dict
 from mlsched.v1 import agent_pb2, jobs_pb2
 
 if TYPE_CHECKING:
@@ -226,6 +229,20 @@ def job_status_to_proto(s: JobStatus) -> jobs_pb2.JobStatus:
     )
     for p in s.placement:
         out.placement.add(agent_id=p.agent_id, workers=p.workers, ps=p.ps)
+    return out
+
+
+def probe_status_to_proto(s: ProbeStatus) -> jobs_pb2.ProbeStatus:
+    out = jobs_pb2.ProbeStatus(
+        probe_id=s.probe_id,
+        state=s.state,
+        phase=s.phase,
+        error=s.error,
+        cell_json=json.dumps(cell_dict(s.cell)) if s.cell is not None else "",
+        device_type=s.device_type,
+    )
+    for agent, workers, ps in s.layout:
+        out.layout.add(agent_id=agent, workers=workers, ps=ps)
     return out
 
 

@@ -31,6 +31,7 @@ from mlsched.controller.measurement_rows import measurement_row, replay
 from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.pricing import market, quote_fields
+from mlsched.controller.probes import ProbeRequest, Probes, ProbeStatus
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
@@ -94,6 +95,10 @@ class Controller:
         self._lock = threading.RLock()  # guards the set of jobs and their statuses
         self._jobs: dict[str, _Served] = {}  # every job ever submitted, in that order
         self._thread: threading.Thread | None = None
+        # A probe (profiling through the agents) holds the slot loop at a boundary.
+        self._hold_wanted = threading.Event()
+        self._held = threading.Event()
+        self.probes = Probes(self.executor, self.agents, hold=self.hold, busy=self.unfinished)
         self.endpoint: Endpoint | None = None
         self.port = 0
         self.metrics = ControllerMetrics(self) if cfg.metrics_listen is not None else None
@@ -209,6 +214,11 @@ class Controller:
         while not self._stop.is_set():
             try:
                 self._membership()
+                if self._hold_wanted.is_set():
+                    self._held.set()
+                    self._stop.wait(0.2)
+                    continue
+                self._held.clear()
                 if self.engine is None:
                     self._stop.wait(0.2)
                     continue
@@ -558,6 +568,34 @@ class Controller:
 
     def cluster_status(self) -> ClusterStatus:
         return cluster_status(self.engine, self.agents, self.cfg)
+
+    # Probes -----------------------------------------------------------------------------
+    def hold(self, on: bool) -> bool:
+        """Hold the slot loop at its next boundary (True once it holds; False when it did
+        not within two slots), or let it go on."""
+        if not on:
+            self._hold_wanted.clear()
+            self._held.clear()
+            return True
+        self._hold_wanted.set()
+        if self._held.wait(2 * self.cfg.slot_seconds + 30.0):
+            return True
+        self._hold_wanted.clear()
+        return False
+
+    def unfinished(self) -> list[str]:
+        """Jobs submitted and not in a final state."""
+        with self._lock:
+            return [j for j, s in self._jobs.items() if s.status.state not in FINAL_STATES]
+
+    def probe(self, document: str, placement: str, steps: int, warmup: int,
+              timeout_s: float, seconds: float = 10.0) -> ProbeStatus:  # fmt: skip
+        """Start a probe of the one job in ``document`` (checked as a submission is)."""
+        jobs = parse_jobs(document, data_root=self.executor.settings.data_root, parser=self._parser)
+        if len(jobs) != 1:
+            raise SpecError("job", f"{len(jobs)} jobs", "exactly one job to profile")
+        request = ProbeRequest(jobs[0], placement, steps, warmup, timeout_s, seconds)
+        return self.probes.start(request)
 
 
 # Engine states the executor's live view may refine (final states are the engine's alone).

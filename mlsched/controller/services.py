@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from mlsched.controller import serde
 from mlsched.controller.logs import LogError, TaskLogs
+from mlsched.controller.probes import ProbeBusy
 from mlsched.core.errors import MlschedError, SpecError, shorten
 from mlsched.net.auth import TokenInterceptor, agent_of, server_credentials
 from mlsched.net.task_wire import task_to_proto
@@ -183,6 +184,37 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         self, request: jobs_pb2.GetClusterStatusRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.GetClusterStatusResponse:
         return serde.cluster_status_to_proto(self.ctl.cluster_status())
+
+    def StartProbe(
+        self, request: jobs_pb2.StartProbeRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.ProbeStatus:
+        try:
+            status = self.ctl.probe(
+                request.job,
+                request.placement,
+                int(request.steps or 20),
+                int(request.warmup),
+                float(request.timeout_s or 600.0),
+                float(request.seconds or 10.0),
+            )
+        except ProbeBusy as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, shorten(str(err), 1000))
+            raise
+        except MlschedError as err:
+            _abort(context, err)
+            raise
+        return serde.probe_status_to_proto(status)
+
+    def GetProbe(
+        self, request: jobs_pb2.GetProbeRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.ProbeStatus:
+        try:
+            return serde.probe_status_to_proto(self.ctl.probes.get(request.probe_id))
+        except KeyError:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no probe {shorten(repr(request.probe_id), 200)}"
+            )
+            raise
 
     def GetTaskLog(
         self, request: jobs_pb2.GetTaskLogRequest, context: grpc.ServicerContext

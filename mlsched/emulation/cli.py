@@ -411,7 +411,8 @@ def run_fidelity_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     try:
         results = run_fidelity(
             out=out, scale=args.scale, policies=policies or None, profile_path=args.profile,
-            ablate_isolation=args.ablate_isolation, say=lambda s: print(s, flush=True),
+            ablate_isolation=args.ablate_isolation, profile_via=args.profile_via,
+            say=lambda s: print(s, flush=True),
         )  # fmt: skip
     except (EmulationError, RuntimeError) as err:
         print(f"mlsched experiment fidelity: error: {err}", file=sys.stderr)

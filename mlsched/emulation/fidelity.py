@@ -143,6 +143,41 @@ def _measure_profile(
     return run.profile
 
 
+def _measure_through_agents(
+    jobs: Sequence[dict[str, Any]], spec: EmulationSpec, path: Path, run_dir: Path,
+    say: Callable[[str], None],
+) -> Profile:  # fmt: skip
+    """The jobs' cells measured through a fresh cluster's agents, in every shape its hosts
+    give (:mod:`mlsched.profiling.cluster`): their communication crossed its links."""
+    from mlsched.emulation.cluster import EmulatedCluster
+    from mlsched.emulation.demo import emulated_controller, wait_for_engine
+    from mlsched.net.auth import ClientAuth, client_channel
+    from mlsched.profiling.cluster import run_cluster_grid
+
+    # The agents run each task in its slice and a launcher per host: theirs to decide.
+    settings = dataclasses.replace(
+        profile_settings(spec), steps=30, device_cores=None, ps_cores=None, ranks_per_node=None
+    )
+    with EmulatedCluster.create(spec, run_dir / "state.json") as cluster:
+        ctl = emulated_controller(cluster, policy="fifo", slot_seconds=2.0)
+        try:
+            cluster.start_agents(ctl.address)
+            wait_for_engine(ctl, cluster)
+            channel = client_channel(ctl.address, ClientAuth(cluster.credentials()[0]))
+            try:
+                run = run_cluster_grid(
+                    ctl.address, channel, cells_for_jobs(jobs), settings, path, say=say
+                )
+            finally:
+                channel.close()
+        finally:
+            ctl.stop(stop_tasks=True)
+    if run.failed:
+        cell, why = run.failed[0]
+        raise RuntimeError(f"profile cell {' '.join(map(str, cell))} failed: {why}")
+    return run.profile
+
+
 def run_fidelity(
     *,
     out: Path,
@@ -150,12 +185,14 @@ def run_fidelity(
     policies: Sequence[str] | None = None,
     profile_path: Path | None = None,
     ablate_isolation: bool = False,
+    profile_via: str = "local",
     spec: EmulationSpec = FIDELITY_SPEC,
     max_slots: int = 60,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Measure the profile (unless ``profile_path`` is an existing file), run every policy
-    for real and in the simulator, and write ``results.json`` and plots under ``out``."""
+    """Measure the profile (unless ``profile_path`` is an existing file; ``profile_via``:
+    here in the cluster's slices, or through its agents), run every policy for real and in
+    the simulator, and write ``results.json`` and plots under ``out``."""
     started = time.perf_counter()
     jobs = fidelity_jobs(scale)
     chosen = tuple(policies or SCALES[scale][1])
@@ -165,6 +202,9 @@ def run_fidelity(
     if profile_path is not None and profile_path.exists():
         profile = load_profile(profile_path)
         profile_s = 0.0
+    elif profile_via == "agents":
+        profile = _measure_through_agents(jobs, spec, path, out / "runs" / "profile", say)
+        profile_s = time.perf_counter() - t0
     else:
         profile = _measure_profile(jobs, spec, path, say)
         profile_s = time.perf_counter() - t0
@@ -207,6 +247,7 @@ def run_fidelity(
         "jobs": jobs,
         "profile": {
             "path": str(path),
+            "via": profile_via if profile_s else "given",
             "cells": len(profile.cells),
             "measured_s": round(profile_s, 1),
             "bytes": path.stat().st_size if path.exists() else None,

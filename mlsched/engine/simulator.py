@@ -32,7 +32,7 @@ from mlsched.engine.executor import Executor, JobProgress, SlotReport
 from mlsched.perfmodel.base import NO_NIC, Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.profile import Profile
-from mlsched.perfmodel.profiled import ProfileLookup
+from mlsched.perfmodel.profiled import ProfileLookup, placement_shape
 
 __all__ = ["DEFAULT_RESTART_S", "SimulatedExecutor", "TruthConfig"]
 
@@ -171,9 +171,9 @@ class SimulatedExecutor(Executor):
 
     def _measured(self, job: JobSpec, p: Placement) -> tuple[float, float, float, float]:
         """The job's true compute and communication seconds per iteration, start-up and
-        restart seconds under ``p``: from the profile's cell where it has one (plus the
-        wire time between servers, which a one-machine profile does not measure), else
-        from the spec."""
+        restart seconds under ``p``: from the profile's cell where it has one (a cell of
+        ``p``'s shape measured on a cluster as it is; a one-machine cell plus the wire time
+        between servers, which it did not measure), else from the spec."""
         compute, comm = self._model.iteration_parts(job, p)
         startup, restart = self.truth.startup_s, self.truth.restart_s
         match = None
@@ -181,10 +181,12 @@ class SimulatedExecutor(Executor):
             servers = self.cluster.servers
             types = {servers[s].gpu_type for s, _ in p.workers}
             device = p.worker_type or job.gpu_type or (types.pop() if len(types) == 1 else None)
-            match = self._lookup.match(job, p.n_workers, device)
+            shape = placement_shape(p, self.cluster)
+            match = self._lookup.match(job, p.n_workers, device, shape)
         if match is None:
             return compute, comm, startup, restart
-        wire = comm if len({s for s, _ in (*p.workers, *p.ps)}) > 1 else 0.0
+        spread = len({s for s, _ in (*p.workers, *p.ps)}) > 1
+        wire = comm if spread and not match.links_measured else 0.0
         cell = match.cell
         return (
             match.compute_s,

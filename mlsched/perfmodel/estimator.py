@@ -247,11 +247,12 @@ class RuntimeEstimator(RuntimeModel):
         assert self._lookup is not None
         workers = job.requested_workers or job.worker_cap
         device = hw if hw is not None else self._server_type
-        match = self._lookup.match(job, workers, device)
+        match = self._lookup.match(job, workers, device, "host")
         if match is None or "compute_s" not in fam.param_names:
             return
         prior[fam.param_names.index("compute_s")] = match.compute_s
-        if match.cell.comm_s is None or workers < 2:
+        # A cell measured spread over a cluster's hosts has its links' time in its comm.
+        if match.cell.comm_s is None or workers < 2 or match.cell.placement not in (None, "host"):
             return
         # The family's communication on one server, at the job's worker count, made equal
         # to the cell's through a parameter that does not scale the links between servers

@@ -3,10 +3,13 @@
 ``mlsched profile`` measures it (:mod:`mlsched.profiling`); the simulator takes it as truth
 and the runtime model as a prior. One JSON file (schema in docs/profiles.md) names the
 machine and device it was measured on, the settings every cell ran with, and one cell per
-(model, kind, workers, device type): compute and communication seconds per iteration,
+(model, kind, workers, device type, placement): compute and communication seconds per iteration,
 bytes moved per iteration, start-up to the first iteration, checkpoint save and load
 seconds, and the cost of a restart. A cell imported from Gavel's throughput table carries
-only its iteration time (the other fields are null).
+only its iteration time (the other fields are null). A cell measured on one machine has no
+placement (its bytes crossed no link); one measured through a cluster's agents names the
+shape its processes had there (:data:`PLACEMENTS`), its communication measured across that
+cluster's links.
 
 Files are hostile until checked: :func:`load_profile` refuses a malformed file naming the
 field (``cells[3].compute_s``), and :meth:`Profile.check_matches` a file measured on other
@@ -29,10 +32,12 @@ from mlsched.core.errors import SpecError
 
 __all__ = [
     "KINDS",
+    "PLACEMENTS",
     "SCHEMA",
     "VERSION",
     "Cell",
     "Profile",
+    "cell_dict",
     "from_gavel",
     "load_profile",
     "merge",
@@ -44,6 +49,9 @@ VERSION = 1
 #: How a job's processes train: PS asynchronous, PS synchronous, a torchrun (DDP) ring,
 #: a Horovod ring.
 KINDS = ("ps_async", "ps_sync", "ring", "horovod")
+#: Where a cluster-measured cell's processes ran: all on one host, on hosts of one rack,
+#: on hosts of two or more racks.
+PLACEMENTS = ("host", "rack", "racks")
 _MAX_BYTES = 16 << 20
 _MAX_CELLS = 100_000
 
@@ -70,10 +78,13 @@ class Cell:
     source: str = "measured"  # or "gavel"
     batch_size: int | None = None  # per worker, as measured (None: the settings')
     image_size: int | None = None  # pixels per side, as measured (None: the settings')
+    #: The shape it was measured in on a cluster (:data:`PLACEMENTS`); None: on one
+    #: machine, where no byte crossed a link.
+    placement: str | None = None
 
     @property
-    def key(self) -> tuple[str, str, int, str]:
-        return (self.model, self.kind, self.workers, self.device_type)
+    def key(self) -> tuple[str, str, int, str, str]:
+        return (self.model, self.kind, self.workers, self.device_type, self.placement or "")
 
     def check(self, where: str = "cell") -> Cell:
         """Self, or SpecError naming the first field that does not hold what it should."""
@@ -109,6 +120,14 @@ class Cell:
             value = getattr(self, name)
             if value is not None and (not _count(value) or value < 1):
                 raise SpecError(f"{where}.{name}", value, "an integer >= 1, or null")
+        if self.placement is not None and self.placement not in PLACEMENTS:
+            raise SpecError(
+                f"{where}.placement", self.placement, f"one of {', '.join(PLACEMENTS)}, or null"
+            )
+        if self.placement == "host" or self.placement is None:
+            return self
+        if self.workers + (1 if self.kind.startswith("ps_") else 0) < 2:
+            raise SpecError(f"{where}.placement", self.placement, "host (one process per host)")
         return self
 
 
@@ -123,10 +142,12 @@ class Profile:
     created_unix: float = 0.0
     version: int = VERSION
 
-    def cell(self, model: str, kind: str, workers: int, device_type: str) -> Cell | None:
-        return self._index().get((model, kind, workers, device_type))
+    def cell(
+        self, model: str, kind: str, workers: int, device_type: str, placement: str | None = None
+    ) -> Cell | None:
+        return self._index().get((model, kind, workers, device_type, placement or ""))
 
-    def _index(self) -> dict[tuple[str, str, int, str], Cell]:
+    def _index(self) -> dict[tuple[str, str, int, str, str], Cell]:
         return {c.key: c for c in self.cells}
 
     def with_cell(self, cell: Cell) -> Profile:
@@ -159,7 +180,7 @@ class Profile:
             "machine": dict(self.machine),
             "device": dict(self.device),
             "settings": dict(self.settings),
-            "cells": [asdict(c) for c in sorted(self.cells, key=lambda c: c.key)],
+            "cells": [cell_dict(c) for c in sorted(self.cells, key=lambda c: c.key)],
         }
 
     @classmethod
@@ -186,7 +207,7 @@ class Profile:
         if not isinstance(cells_raw, list) or len(cells_raw) > _MAX_CELLS:
             raise SpecError("cells", type(cells_raw).__name__, f"a list of at most {_MAX_CELLS}")
         cells: list[Cell] = []
-        seen: set[tuple[str, str, int, str]] = set()
+        seen: set[tuple[str, str, int, str, str]] = set()
         names = {f.name for f in fields(Cell)}
         for i, c in enumerate(cells_raw):
             where = f"cells[{i}]"
@@ -201,7 +222,9 @@ class Profile:
                 raise SpecError(f"{where}.{missing[0]}", None, "present")
             cell = Cell(**c).check(where)
             if cell.key in seen:
-                raise SpecError(where, list(cell.key), "one cell per model, kind, workers, device")
+                raise SpecError(
+                    where, list(cell.key), "one cell per model, kind, workers, device, placement"
+                )
             seen.add(cell.key)
             cells.append(cell)
         return cls(
@@ -251,9 +274,17 @@ def to_gavel(profile: Profile, *, kind: str = "ring") -> dict[str, dict[str, dic
     ``('<model> (batch size <b>)', <workers>)``, isolated steps per second (``null``)."""
     batch = int(profile.settings.get("batch_size", 0) or 0)
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for c in sorted(profile.cells, key=lambda c: c.key):
+    # Gavel has one entry per job and scale: a one-machine cell where there is one, else
+    # the most packed shape measured.
+    rank: dict[str | None, int] = {None: 0, **{p: i + 1 for i, p in enumerate(PLACEMENTS)}}
+    chosen: dict[tuple[str, str, int, str], Cell] = {}
+    for c in profile.cells:
         if c.kind != kind:
             continue
+        key = (c.model, c.kind, c.workers, c.device_type)
+        if key not in chosen or rank[c.placement] < rank[chosen[key].placement]:
+            chosen[key] = c
+    for c in sorted(chosen.values(), key=lambda c: c.key):
         name = f"{c.model} (batch size {batch})" if batch else c.model
         imported = re.fullmatch(r"(?P<name>.+)-b(?P<batch>\d+)", c.model)
         if c.source == "gavel":  # its own job type back: "LM-b10" -> "LM (batch size 10)"
@@ -308,6 +339,14 @@ def merge(profile: Profile, cells: Iterable[Cell]) -> Profile:
     for cell in cells:
         profile = profile.with_cell(cell)
     return profile
+
+
+def cell_dict(cell: Cell) -> dict[str, Any]:
+    """A cell as the file holds it."""
+    out = asdict(cell)
+    if out["placement"] is None:  # one-machine cells read as before the field existed
+        del out["placement"]
+    return out
 
 
 def _seconds(value: Any) -> bool:

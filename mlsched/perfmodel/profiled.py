@@ -10,10 +10,14 @@ Compute scales with the samples a worker processes per iteration: the batch size
 the image's pixels (``image_size`` squared) for every model the trainers have (their
 first layer and all convolutions run per pixel).
 
-What a cell cannot say: the network between servers. A profile measured on one machine
-moves its bytes over loopback, so a placement across servers adds the wire time of the
-job's gradient over its links (the runtime family's nominal communication time for that
-placement); the simulator does that (:mod:`mlsched.engine.simulator`).
+What a one-machine cell cannot say: the network between servers. A profile measured on
+one machine moves its bytes over loopback, so a placement across servers adds the wire time
+of the job's gradient over its links (the runtime family's nominal communication time for
+that placement); the simulator does that (:mod:`mlsched.engine.simulator`). A cell measured
+through a cluster's agents (``placement`` set) moved its bytes over that cluster's links:
+a job placed in the same shape (:func:`placement_shape`) takes it as it is, links included.
+Cells are chosen by shape first (the placement's own, then a one-machine cell, then any
+other shape), then by the nearest worker count.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mlsched.core.allocation import Placement
+from mlsched.core.cluster import Cluster
 from mlsched.core.job import Arch, JobSpec, SyncMode
-from mlsched.perfmodel.profile import Cell, Profile
+from mlsched.perfmodel.profile import PLACEMENTS, Cell, Profile
 
-__all__ = ["CellMatch", "ProfileLookup", "profile_kind"]
+__all__ = ["CellMatch", "ProfileLookup", "placement_shape", "profile_kind"]
 
 _DEFAULT_IMAGE = 32  # the trainers' default image side (TrainConfig.image_size)
 
@@ -53,6 +59,11 @@ class CellMatch:
         return self.cell.workers == self.workers
 
     @property
+    def links_measured(self) -> bool:
+        """Its communication crossed a cluster's links (no wire time is to be added)."""
+        return self.cell.placement is not None
+
+    @property
     def compute_s(self) -> float:
         c = self.cell
         base = c.compute_s if c.compute_s is not None else c.iteration_s
@@ -73,9 +84,10 @@ class ProfileLookup:
         self._batch = _positive(settings.get("batch_size"))
         self._image = _positive(settings.get("image_size"))
         self._default_device = str(profile.device.get("type") or "cpu")
-        self._cells: dict[tuple[str, str, str], list[Cell]] = {}
+        self._cells: dict[tuple[str, str, str], dict[str | None, list[Cell]]] = {}
         for cell in sorted(profile.cells, key=lambda c: c.workers):
-            self._cells.setdefault((cell.model, cell.kind, cell.device_type), []).append(cell)
+            shapes = self._cells.setdefault((cell.model, cell.kind, cell.device_type), {})
+            shapes.setdefault(cell.placement, []).append(cell)
         self._devices = {c.device_type for c in profile.cells}
 
     def device(self, device_type: str | None) -> str:
@@ -87,13 +99,22 @@ class ProfileLookup:
         key = (job.model, profile_kind(job), self.device(device_type))
         return key in self._cells
 
-    def match(self, job: JobSpec, workers: int, device_type: str | None = None) -> CellMatch | None:
-        """The job's cell at ``workers`` workers on ``device_type``; None where the profile
-        has no cell of the job's model, kind and device type."""
+    def match(
+        self,
+        job: JobSpec,
+        workers: int,
+        device_type: str | None = None,
+        placement: str | None = None,
+    ) -> CellMatch | None:
+        """The job's cell at ``workers`` workers on ``device_type`` in the shape
+        ``placement`` (None: unknown); None where the profile has no cell of the job's
+        model, kind and device type."""
         kind = profile_kind(job)
-        cells = self._cells.get((job.model, kind, self.device(device_type)))
-        if not cells or workers < 1:
+        shapes = self._cells.get((job.model, kind, self.device(device_type)))
+        if not shapes or workers < 1:
             return None
+        order = [placement, None, *(p for p in PLACEMENTS if p != placement)]
+        cells = next(shapes[p] for p in order if p in shapes)
         # The nearest worker count; a tie goes to the larger (it communicates like the job).
         cell = min(cells, key=lambda c: (abs(c.workers - workers), -c.workers))
         if workers > 1 and cell.workers == 1:
@@ -123,6 +144,15 @@ class ProfileLookup:
             else:
                 missing.add(f"{job.model}/{profile_kind(job)}")
         return covered, sorted(missing)
+
+
+def placement_shape(p: Placement, cluster: Cluster) -> str:
+    """``host``, ``rack`` or ``racks``: where ``p``'s processes (workers and PSs) are."""
+    servers = {s for s, _ in (*p.workers, *p.ps)}
+    if len(servers) <= 1:
+        return "host"
+    racks = {cluster.servers[s].rack for s in servers}
+    return "rack" if len(racks) == 1 else "racks"
 
 
 def _comm_factor(kind: str, measured: int, workers: int) -> float:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mlsched.controller.cli import auth_args
 from mlsched.core.errors import SpecError
 
 __all__ = ["add_profile_parser", "run_profile"]
@@ -93,6 +94,31 @@ def add_profile_parser(sub: Any) -> None:
         help="all-reduce: a launcher per this many ranks (1: as agents of one-device hosts "
         "run a job spread over them; default: one launcher for all ranks)",
     )
+    m.add_argument(
+        "--controller",
+        default=None,
+        metavar="HOST:PORT",
+        help="measure through the agents of this running controller's cluster, on their "
+        "devices and across their links (an idle cluster: its slot loop holds per cell)",
+    )
+    m.add_argument(
+        "--placements",
+        type=_csv,
+        default=None,
+        help="with --controller: the shapes each cell is measured in, of host,rack,racks "
+        "(default all three; a shape the cluster cannot give is skipped)",
+    )
+    m.add_argument(
+        "--probe-timeout", type=float, default=600.0, help="with --controller: s per phase"
+    )
+    m.add_argument(
+        "--probe-seconds",
+        type=float,
+        default=10.0,
+        help="with --controller: measure each cell for this long at least (a running job's "
+        "periodic checkpoints and CPU-quota periods included), as well as --steps",
+    )
+    auth_args(m, server=False)
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     m.add_argument(
         "--device-type", default=None, help="the cells' device type (default: the device's)"
@@ -189,9 +215,18 @@ def _measure(args: argparse.Namespace) -> int:
         ps_cores=args.ps_cores,
         ranks_per_node=args.ranks_per_node,
     )
-    run = run_grid(
-        grid, settings, args.out, device_type=args.device_type, say=lambda s: print(s, flush=True)
-    )
+    if args.controller is not None:
+        run = _through_agents(args, grid, settings)
+    else:
+        if args.placements is not None:
+            raise SpecError("--placements", ",".join(args.placements), "unset without --controller")
+        run = run_grid(
+            grid,
+            settings,
+            args.out,
+            device_type=args.device_type,
+            say=lambda s: print(s, flush=True),
+        )
     print(profile_table(run.profile))
     for cell, why in run.skipped:
         print(f"skipped {' '.join(map(str, cell))}: {why}")
@@ -200,9 +235,39 @@ def _measure(args: argparse.Namespace) -> int:
     return 1 if run.failed else 0
 
 
+def _through_agents(args: argparse.Namespace, grid: Any, settings: Any) -> Any:
+    from mlsched.controller.cli import client_auth
+    from mlsched.net.auth import client_channel
+    from mlsched.perfmodel.profile import PLACEMENTS
+    from mlsched.profiling.cluster import run_cluster_grid
+
+    # What the agents decide (their slices, launchers, devices) is not this command's.
+    for flag in ("cpus", "device_cores", "ps_cores", "ranks_per_node", "device_type"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise SpecError(name, getattr(args, flag), "unset with --controller (the agents' own)")
+    if args.device != "cpu":
+        raise SpecError("--device", args.device, "unset with --controller (the agents' own)")
+    channel = client_channel(args.controller, client_auth(args))
+    try:
+        return run_cluster_grid(
+            args.controller,
+            channel,
+            grid,
+            settings,
+            args.out,
+            placements=args.placements or PLACEMENTS,
+            say=lambda s: print(s, flush=True),
+            timeout_s=args.probe_timeout,
+            seconds=args.probe_seconds,
+        )
+    finally:
+        channel.close()
+
+
 def profile_table(profile: Any) -> str:
     head = (
-        f"{'model':<14} {'kind':<9} {'w':>2} {'device':<8} {'s/it':>8} {'compute':>8} "
+        f"{'model':<14} {'kind':<9} {'w':>2} {'where':<5} {'device':<8} {'s/it':>8} {'compute':>8} "
         f"{'comm':>8} {'MB/it':>7} {'start':>6} {'save':>6} {'load':>6} {'restart':>7}"
     )
     lines = [head, "-" * len(head)]
@@ -212,7 +277,8 @@ def profile_table(profile: Any) -> str:
 
     for c in sorted(profile.cells, key=lambda c: c.key):
         lines.append(
-            f"{c.model:<14} {c.kind:<9} {c.workers:>2} {c.device_type:<8} {f(c.iteration_s):>8} "
+            f"{c.model:<14} {c.kind:<9} {c.workers:>2} {c.placement or '-':<5} {c.device_type:<8} "
+            f"{f(c.iteration_s):>8} "
             f"{f(c.compute_s):>8} {f(c.comm_s):>8} {f(c.bytes_per_iteration, 1e-6, 2):>7} "
             f"{f(c.startup_s, digits=2):>6} {f(c.checkpoint_save_s, digits=3):>6} "
             f"{f(c.checkpoint_load_s, digits=3):>6} {f(c.restart_s, digits=2):>7}"

@@ -2,7 +2,7 @@
 
 A real controller and two real agents (in two racks) on loopback; the profile command is
 run as a user runs it. Plausible bugs this catches: a probe started while a job runs (two
-jobs on one device), a cell without its shape or measured in the wrong one, the restart
+jobs on one device) or while another probe runs, a cell without its shape or measured in the wrong one, the restart
 never measured (the generation not stopped and resumed), the slot loop left held after a
 probe (later jobs never run), a second run measuring again what the file has, and a probe
 left in the executor (reported to the engine as a job it never admitted).
@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from mlsched.perfmodel.profile import load_profile
+from mlsched.perfmodel.profile import Cell, load_profile
 from mlsched.v1 import jobs_pb2
 from tests.cluster_helpers import (
     agent_cmd,
@@ -84,8 +84,28 @@ def test_a_profile_through_the_agents_measures_each_shape_and_leaves_the_cluster
         wait_for(lambda: ctl.job("long").state == "cancelled", 30, "the cancel")
         wait_for(lambda: not any(a.tasks for a in ctl.agents.alive()), 30, "the tasks to stop")
 
+        # One probe at a time: a second is refused while the first runs.
+        job = json.dumps(mlp_job("p", arch="ps", requested_workers=1))
+        probe = client.StartProbe(
+            jobs_pb2.StartProbeRequest(job=job, placement="host", steps=5, seconds=0.5),
+            timeout=10,
+        )
+        with pytest.raises(grpc.RpcError) as twice:
+            client.StartProbe(
+                jobs_pb2.StartProbeRequest(job=job, placement="racks", steps=5, seconds=0.5),
+                timeout=10,
+            )
+        assert twice.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "one at a time" in (twice.value.details() or "")
+        get = jobs_pb2.GetProbeRequest(probe_id=probe.probe_id)
+        wait_for(lambda: client.GetProbe(get, timeout=10).state != "running", 120, "the probe")
+        done = client.GetProbe(get, timeout=10)
+        assert done.state == "done", done.error
+        assert [(e.workers, e.ps) for e in done.layout] == [(1, 1)]  # worker and PS, one host
+        assert json.loads(done.cell_json)["placement"] == "host"
+
         out = tmp_path / "cluster-profile.json"
-        first = _profile(ctl.address, out, "--placements", "host,racks,rack")
+        first = _profile(ctl.address, out, "--placements", "racks,rack")
         assert first.returncode == 0, first.stdout + first.stderr
         assert "resumed run" in first.stdout  # progress, phase by phase
         # Two racks of one agent each: "rack" cannot be given, and says why.
@@ -95,8 +115,8 @@ def test_a_profile_through_the_agents_measures_each_shape_and_leaves_the_cluster
         assert profile.machine["agents"] == "agent0,agent1"
         assert profile.settings["through"] == "agents"
         cells = {c.placement: c for c in profile.cells}
-        assert set(cells) == {"host", "racks"}
-        for cell in cells.values():
+        assert set(cells) == {"racks"}
+        for cell in [*cells.values(), Cell(**json.loads(done.cell_json))]:
             assert (cell.model, cell.kind, cell.workers) == ("mlp", "ps_async", 1)
             assert cell.iterations >= 8 and cell.compute_s and cell.comm_s
             assert cell.startup_s and cell.startup_s > 0.2  # processes start in seconds
@@ -104,9 +124,9 @@ def test_a_profile_through_the_agents_measures_each_shape_and_leaves_the_cluster
             assert cell.checkpoint_save_s is None  # not separable through the agents
         assert not ctl.executor.jobs or all(j == "long" for j in ctl.executor.jobs)
 
-        again = _profile(ctl.address, out, "--placements", "host,racks")
+        again = _profile(ctl.address, out, "--placements", "racks")
         assert again.returncode == 0, again.stdout + again.stderr
-        assert "2 already measured, 0 to go" in again.stdout
+        assert "1 already measured, 0 to go" in again.stdout
         assert load_profile(out) == profile
 
         # The slot loop goes on after the probes: a job submitted now runs to the end.

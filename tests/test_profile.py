@@ -144,7 +144,7 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
         )
     assert err.value.field == "settings.resume_steps"
     assert main(["profile", "show", str(out)]) == 0
-    assert "mlp            ps_async   1 cpu" in capsys.readouterr().out
+    assert "mlp            ps_async   1 -     cpu" in capsys.readouterr().out
 
 
 def _cpu_share_missing() -> str:

@@ -163,10 +163,10 @@ class Probes:
         if busy:
             shown = ", ".join(busy[:5]) + (f" and {len(busy) - 5} more" if len(busy) > 5 else "")
             raise ProbeBusy(f"the cluster has unfinished jobs ({shown}): profile an idle cluster")
-        self._place(request)  # a shape these agents cannot give is refused now, by field
         with self._lock:
             if self._running is not None:
                 raise ProbeBusy(f"probe {self._running} is running: one at a time")
+            self._place(request)  # a shape these agents cannot give is refused now, by field
             job = request.job
             probe_id = f"profile{next(_IDS)}-{int(time.time()) % 100_000}"
             status = ProbeStatus(probe_id)

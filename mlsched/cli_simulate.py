@@ -64,6 +64,7 @@ def run_replay(config: Config) -> int:
 
 def run_simulate(config: Config, progress: ProgressFactory) -> int:
     """``simulate``: every policy on the same workload; tables, files and plots."""
+    from mlsched.core.errors import PolicyError
     from mlsched.engine.builder import SimulationConfig, check_policies, simulate
     from mlsched.engine.summary import job_rows, summarize
     from mlsched.experiments.comparison import write_comparison
@@ -75,7 +76,7 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
         truth_line,
         write_run,
     )
-    from mlsched.scheduler.registry import create
+    from mlsched.scheduler.registry import create, ring_placement_for
     from mlsched.workloads import load_workload
 
     check_policies(config.policies)
@@ -88,6 +89,12 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
         options=config.options,
     )
     options = {p: options_for(p, config.policy_options, config.policies) for p in config.policies}
+    ringed = []
+    for policy in config.policies:
+        ring = ring_placement_for(policy, options[policy], workload.jobs)
+        if ring is not None:
+            options[policy] = ring
+            ringed.append(policy)
     for policy, opts in options.items():
         try:  # bad options fail here, named, before any slot runs
             create(policy, **opts)
@@ -98,23 +105,47 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
     note = sys.stderr if config.json else sys.stdout
     print(run_header(workload, config.seed), file=note)
     print(truth_line(config.truth, workload), file=note)
+    if ringed:
+        print(
+            f"{', '.join(ringed)}: ring placement, reserving hop bandwidth (the workload's "
+            "jobs reserve it; -P POLICY.placement=default to override)",
+            file=note,
+        )
     runs: list[tuple[Summary, RunResult]] = []
+    # One policy's error (an allocation the engine refuses) is reported beside the other
+    # policies' results, never instead of them.
+    failed: list[tuple[str, str]] = []
     for policy in config.policies:
         sim = SimulationConfig(
             policy, seed=config.seed, truth=config.truth, policy_options=options[policy]
         )
         with progress(workload.horizon_slots, f"{policy} slots") as advance:
-            result = simulate(workload, sim, progress=lambda slot: advance(1))
+            try:
+                result = simulate(workload, sim, progress=lambda slot: advance(1))
+            except PolicyError as err:
+                failed.append((policy, str(err)))
+                continue
         runs.append((summarize(result), result))
     if config.json:
-        print(json.dumps([to_json(s.to_dict()) for s, _ in runs], indent=2))
+        failures = [{"policy": p, "failed": why} for p, why in failed]
+        print(json.dumps([to_json(s.to_dict()) for s, _ in runs] + failures, indent=2))
     else:
-        print(summary_table([s for s, _ in runs]))
+        if runs:
+            print(summary_table([s for s, _ in runs]))
         for summary, _ in runs:
             print((f"{summary.policy}: " if len(runs) > 1 else "") + run_footer(summary))
+        for policy, why in failed:
+            print(f"{policy}: FAILED, no results: {why}")
+    status = 1 if failed else 0
     if config.out is None:
-        return 0
-    several = len(runs) > 1
+        return status
+    if failed:
+        config.out.mkdir(parents=True, exist_ok=True)
+        path = config.out / "failed.json"
+        rows = [{"policy": p, "failed": why} for p, why in failed]
+        path.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {path}", file=note)
+    several = len(config.policies) > 1  # each in its own folder, whichever failed
     for summary, result in runs:
         paths = write_run(
             config.out / summary.policy if several else config.out,
@@ -125,9 +156,9 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
             truth=config.truth.describe(),
         )
         print(f"wrote {paths[0]} and {paths[1]}", file=note)
-    if several:
+    if len(runs) > 1:
         written = write_comparison(
             config.out, runs, workload=workload, seed=config.seed, policy_options=options
         )
         print(f"wrote {written[0]} and {len(written) - 1} plots", file=note)
-    return 0
+    return status

@@ -51,6 +51,9 @@ class Policy(ABC):
     #: Options the testbed's controller gives the policy unless told otherwise (a setting
     #: the policy's spec recommends for real clusters rather than for its simulations).
     testbed_defaults: ClassVar[Mapping[str, Any]] = {}
+    #: Whether it takes ``placement="ring"``: spec 003's ring placement, which reserves a
+    #: ring-all-reduce job's bandwidth on every hop (``hop_gbps``) as its P0 places it.
+    ring_placement: ClassVar[bool] = False
 
     @classmethod
     def supports(cls, job: JobSpec) -> bool:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
+from mlsched.core.job import JobSpec
 from mlsched.scheduler.policy import Policy
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "policy_options",
     "register",
     "registered",
+    "ring_placement_for",
 ]
 
 P = TypeVar("P", bound=type[Policy])
@@ -169,6 +171,21 @@ def policy_options(cls: type[Policy]) -> list[PolicyOption]:
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             break  # takes nothing more: its bases' options are not reachable
     return list(out.values())
+
+
+def ring_placement_for(
+    name: str, options: Mapping[str, Any], jobs: Iterable[JobSpec]
+) -> dict[str, Any] | None:
+    """``options`` with ``placement="ring"`` where some of ``jobs`` reserve bandwidth on
+    ring hops (``hop_gbps``) and the policy has a ring placement the options leave unset
+    (spec 003's baselines place such jobs with their hop reservations; the default
+    placement ignores links, and the engine refuses the over-reserved allocation it makes).
+    None when nothing changes."""
+    if "placement" in options or not policy_class(name).ring_placement:
+        return None
+    if not any(j.hop_gbps for j in jobs):
+        return None
+    return {**options, "placement": "ring"}
 
 
 def _plugins() -> dict[str, str]:

@@ -98,6 +98,7 @@ def dominant_share_units(cluster: Cluster) -> tuple[bool, np.ndarray, np.ndarray
 
 class DrfPolicy(ReplanPolicy[JobDemand]):
     name = "drf"
+    ring_placement = True
     description = (
         "dominant-resource fairness: progressive filling at each arrival and "
         "completion, round-robin placement"

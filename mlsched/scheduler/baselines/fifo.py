@@ -34,6 +34,7 @@ __all__ = ["FifoPolicy"]
 
 class FifoPolicy(Policy):
     name = "fifo"
+    ring_placement = True
     description = "first-in first-out, fixed worker/PS counts, round-robin, no backfilling"
 
     def __init__(

@@ -119,6 +119,7 @@ def _reserve(f: TaskFiller, dem: JobDemand, placement: Placement, sign: int) -> 
 
 class TiresiasPolicy(FillerPolicy[JobDemand]):
     name = "tiresias"
+    ring_placement = True
     description = (
         "Tiresias-style continuous LAS: least attained GPU service first, fixed counts, preemptive"
     )

@@ -68,7 +68,8 @@ def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
     assert node["scales"] == list(smoke.node_scales)
     ratios = node["embedded_ratio"]["mean"]
     assert all(0 <= r <= 1 for r in ratios)
-    assert results["checks"][2]["passed"] == all(b >= a - 0.01 for a, b in pairwise(ratios))
+    rises = all(b >= a - 0.01 for a, b in pairwise(ratios)) and ratios[-1] - ratios[0] > 0.01
+    assert results["checks"][2]["passed"] == rises
     stats = results["ratio"]["stats"]
     assert stats["instances"] + stats["skipped"] == len(results["ratio"]["rows"]) >= 1
     assert stats["strict"]["violating"] == 0 and stats["strict"]["max"] <= 1 + 1e-4
@@ -121,16 +122,20 @@ def test_at_the_smoke_point_gadget_earns_at_least_every_baseline_on_every_seed()
 @pytest.mark.timeout(1800)
 def test_the_default_scale_holds_q1_to_q4(tmp_path: Path) -> None:
     """``mlsched experiment gadget`` as documented (default scale, eight seeds). Required:
-    every check (measured: all pass). Q1: gadget's mean total utility at least each
-    baseline's at each of 50-250 jobs and its gap over the best baseline non-decreasing
-    (measured +0.0 %, +2.4 %, +7.2 %, +10.5 %, +16.6 %); Q2: the embedded ratio
-    non-decreasing in node and in link capacity (the link sweep is flat: at this point links
-    do not bind); Q3: LP-RS-MDE >= 0.6 of the slot optimum on the mean in both modes, never
+    every check but Q2 in link capacity, which is reported. Q1: gadget's mean total utility
+    at least each baseline's at each of 50-250 jobs and its gap over the best baseline
+    non-decreasing (measured +0.0 %, +2.4 %, +7.2 %, +10.5 %, +16.6 %); Q2: the embedded
+    ratio rising with node capacity (the link sweep is flat: at this point links do not
+    bind, so the rise with link capacity is not reproduced); Q3: LP-RS-MDE >= 0.6 of the slot optimum on the mean in both modes, never
     below 1/(3 Gamma) in paper mode; Q4: no violation in the independent replay. Also:
     gadget strictly higher than every baseline on at least 7 of 8 seeds from 150 jobs
     (servable load > 1) up."""
     results = run_experiment("gadget", out_dir=tmp_path, scale="default")
-    failed = [c["name"] for c in results["checks"] if not c["passed"]]
+    # Q2 in link capacity is reported, not required: the sweep is flat (links do not bind
+    # at this point), so the paper's rise with edge capacity is not reproduced.
+    reported = {"Q2: gadget's embedded ratio rises with link capacity"}
+    assert reported <= {c["name"] for c in results["checks"]}
+    failed = [c["name"] for c in results["checks"] if not c["passed"] and c["name"] not in reported]
     assert not failed, failed
     assert set(results["summary"]) == set(SCHEMES)
     sweep = results["utility_sweep"]

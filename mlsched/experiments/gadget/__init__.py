@@ -9,8 +9,9 @@ Each seed is one job set; every scheme of a seed runs the same jobs on the same 
   shrinking with the count. The summary is this part at the default point.
 * **capacity** (Q2, Figs. 5/6): GADGET's embedded ratio (LP-RS-MDE's rings / active jobs
   per slot, from the policy's own per-slot records) at the default point with every
-  server's GPUs, then every link, scaled by 0.25-4; non-decreasing in each (every seed; the paper's
-  figures average 3).
+  server's GPUs, then every link, scaled by 0.25-4; rising in each: never falling between
+  neighbours, and higher at the largest scale than at the smallest (every seed; the paper's
+  figures average 3). A flat sweep fails: the paper shows a rise.
 * **ratio** (Q3, Fig. 7): LP-RS-MDE (paper and strict mode) over the exact slot optimum on
   small slot problems (:mod:`.ratio`).
 * **replay** (Q4): every run's allocations replayed apart from the engine: server and link

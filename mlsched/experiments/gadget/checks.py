@@ -167,14 +167,18 @@ def embedding_sweep(records: Records, axis: str, default_jobs: int, seeds: int) 
 
 
 def check_embedding(records: Records, axis: str, default_jobs: int, seeds: int) -> Check:
-    """Q2 (Figs. 5/6): GADGET's embedded ratio is non-decreasing in the capacity scale
-    (within ``EMBEDDED_TOLERANCE``); its rise from the smallest scale to the largest is in
-    the detail (a flat line passes, and says so)."""
+    """Q2 (Figs. 5/6): GADGET's embedded ratio rises with the capacity scale: it never
+    falls between neighbouring scales by more than ``EMBEDDED_TOLERANCE`` and the largest
+    scale's is above the smallest's by more than that (the figures' rise; a flat line is
+    not one, and fails saying so)."""
     sweep = embedding_sweep(records, axis, default_jobs, seeds)
     means = sweep["embedded_ratio"]["mean"]
     ok = len(means) > 1 and all(m is not None for m in means)
+    flat = False
     if ok:
         ok = all(b >= a - EMBEDDED_TOLERANCE for a, b in pairwise(means))
+        flat = means[-1] - means[0] <= EMBEDDED_TOLERANCE
+        ok = ok and not flat
     what = "node (GPU)" if axis == "node_scale" else "link"
 
     def fmt(v: float | None) -> str:
@@ -190,12 +194,13 @@ def check_embedding(records: Records, axis: str, default_jobs: int, seeds: int) 
         + "; total utility "
         + " / ".join("-" if m is None else f"{m:.0f}" for m in sweep["total_utility"]["mean"])
     )
-    if ok:
-        detail += f"; rise {means[-1] - means[0]:+.3f}"
+    if ok or flat:
+        detail += f"; rise {means[-1] - means[0]:+.3f}" + (" (flat: no rise)" if flat else "")
     return Check(
-        f"Q2: gadget's embedded ratio is non-decreasing in {what} capacity",
+        f"Q2: gadget's embedded ratio rises with {what} capacity",
         ok,
-        f"{detail}; tolerance: a fall of at most {EMBEDDED_TOLERANCE} between neighbours",
+        f"{detail}; tolerance: a fall of at most {EMBEDDED_TOLERANCE} between neighbours, "
+        f"a rise of more than {EMBEDDED_TOLERANCE} from the smallest scale to the largest",
     )
 
 

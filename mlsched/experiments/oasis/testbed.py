@@ -106,10 +106,11 @@ def _check_h5(h5: dict[str, Any], sim_sweep: dict[str, Any]) -> Check:
             f"{o}: lead over {best_base} {100 * testbed_gap:+.0f}% on the testbed setting"
             + ("" if sim_gap is None else f", {100 * sim_gap:+.0f}% in the simulation")
         )
-        if testbed_gap >= 0 and sim_gap is not None and sim_gap >= 0:
+        # The paper's claim: the same lead, by a smaller relative margin (Figs. 7-8).
+        if testbed_gap >= 0 and sim_gap is not None and 0 <= testbed_gap < sim_gap:
             held.append(o)
     return Check(
-        "H5: on the testbed setting OASiS leads as in the simulation",
+        "H5: on the testbed setting OASiS leads as in the simulation, by a smaller margin",
         PRIMARY in held,
         f"{h5['seeds']} seeds of oasis-testbed, mean total utility: {shown}; "
         + "; ".join(parts)

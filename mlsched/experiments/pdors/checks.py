@@ -185,18 +185,31 @@ def check_rounding(records: Records, gains: Sequence[float]) -> Check:
     """5. The rounding ratio is U-shaped in G_delta with its minimum near 1 (Fig. 11)."""
     ratios = rounding_ratios(records, gains)
     known = {float(k): v for k, v in ratios.items() if v is not None}
-    ok = False
+    ok, why = False, "fewer than three gains with a ratio"
     if len(known) >= 3:
         best = min(known.values())
         at_min = [g for g, v in known.items() if v <= best + _RATIO_TIE]
-        smallest = min(known)
-        # Minimum in [0.8, 1.2] and the smallest gain clearly worse (cover violations).
-        ok = any(0.8 <= g <= 1.2 for g in at_min) and known[smallest] > best + _RATIO_TIE
+        smallest, largest = min(known), max(known)
+        # A U: the minimum at a gain in [0.8, 1.2], both arms clearly worse: the smallest
+        # gain (cover violations) and the largest (packing violations, Fig. 11's rise).
+        near_one = any(0.8 <= g <= 1.2 for g in at_min)
+        left = known[smallest] > best + _RATIO_TIE
+        right = known[largest] > best + _RATIO_TIE
+        ok = near_one and left and right
+        if ok:
+            why = "a U"
+        elif not near_one:
+            why = "no minimum near 1"
+        elif not right:
+            why = "no rise towards the largest gain: monotone, not a U"
+        else:
+            why = "no rise towards the smallest gain"
     return Check(
         "5: the rounding ratio is U-shaped in G_delta with its minimum near 1",
         ok,
         "exact / rounded utility by G_delta: "
-        + ", ".join(f"{k} {_fmt(v, '.3f')}" for k, v in ratios.items()),
+        + ", ".join(f"{k} {_fmt(v, '.3f')}" for k, v in ratios.items())
+        + f" ({why})",
     )
 
 

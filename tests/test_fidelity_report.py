@@ -4,7 +4,8 @@ the goals and the ablation, on runs the simulator makes (no root needed).
 Plausible bugs this catches: an error divided by the simulated rather than the measured JCT,
 a job unfinished on one side counted as exact (or left out of the median), a ranking read
 from the wrong side, a tie on the testbed counted as a disagreement, the ablation reading
-the main truth for every row, and a results file with a non-JSON infinity.
+the main truth for every row, a results file with a non-JSON infinity, and pooled runs
+whose means are taken per run (or from one run) rather than over all their jobs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mlsched.emulation.fidelity_report import (
     ablation_rows,
     fidelity_checks,
     fidelity_report,
+    pooled_checks,
     write_plots,
 )
 from mlsched.engine.builder import SimulationConfig, simulate
@@ -139,3 +141,38 @@ def test_the_jobs_need_the_cells_the_profile_measures() -> None:
     for job in fidelity_jobs():
         size = job["training"]["image_size"]
         assert settings.image_for(job["model"]) == size, job["job_id"]
+
+
+def _results(scale: float) -> dict:
+    """A results document whose every simulated JCT is ``scale`` times the measured."""
+    rows = [
+        {"job_id": f"j{i}", "policy": p, "jct_measured_s": 10.0 * (i + 1) * (2 if p == "b" else 1),
+         "jct_simulated_s": 10.0 * (i + 1) * (2 if p == "b" else 1) * scale,
+         "error": abs(scale - 1.0)}
+        for p in ("a", "b") for i in range(4)
+    ]  # fmt: skip
+    return {"runs": [{"policy": p, "jobs": [r for r in rows if r["policy"] == p]} for p in "ab"]}
+
+
+def test_pooled_runs_meet_a_goal_their_errors_cancel_in_and_miss_one_they_share() -> None:
+    over, under = _results(1.12), _results(0.90)
+    assert not all(c.passed for c in pooled_checks([over]))
+    pooled = {c.name: c for c in pooled_checks([over, under])}
+    # Means over both runs' jobs: 1.12 and 0.90 of the same JCTs average to 1.01.
+    assert pooled["a: mean JCT within 10%"].passed
+    assert "(1.0%)" in pooled["a: mean JCT within 10%"].detail
+    assert (
+        "over 16 job runs"
+        in pooled["per-job median |simulated - measured| / measured JCT <= 10%"].detail
+    )
+    assert pooled["the same ranking of policies by mean JCT"].passed
+    both_over = {c.name: c for c in pooled_checks([over, _results(1.15)])}
+    assert not both_over["a: mean JCT within 10%"].passed
+    assert not both_over["per-job median |simulated - measured| / measured JCT <= 10%"].passed
+    unfinished = _results(1.0)
+    unfinished["runs"][0]["jobs"][0].update(jct_simulated_s=None, error=None)  # as JSON has it
+    checks = {c.name: c for c in pooled_checks([unfinished])}
+    assert (
+        "over 8 job runs"
+        in checks["per-job median |simulated - measured| / measured JCT <= 10%"].detail
+    )

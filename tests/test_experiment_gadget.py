@@ -15,7 +15,7 @@ import pytest
 from mlsched.cli import main
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.experiments import run_experiment
-from mlsched.experiments.gadget.checks import at_least
+from mlsched.experiments.gadget.checks import at_least, check_embedding
 from mlsched.experiments.gadget.common import (
     BASELINES,
     PRIMARY,
@@ -170,3 +170,22 @@ def test_the_replay_finds_overloaded_servers_and_links_and_broken_rings() -> Non
     heavy = Replay(w.cluster, {ids[0]: dataclasses.replace(jobs[ids[0]], hop_gbps=1e6)})
     heavy.check(Allocation(3, {ids[0]: Placement(((big, 1), (other, 1)), ring=(big, other))}))
     assert heavy.report()["problems"] >= 1 and "link" in heavy.report()["examples"][0]
+
+
+def _sweep(ratios: list[float], axis: str = "link_scale") -> list[dict[str, object]]:
+    other = "node_scale" if axis == "link_scale" else "link_scale"
+    return [
+        {"scheme": PRIMARY, "jobs": 50, "seed": seed, axis: scale, other: 1.0,
+         "embedded_ratio": ratio, "allocated_ratio": ratio, "total_utility": 100.0}
+        for scale, ratio in zip((0.25, 0.5, 1.0, 2.0), ratios, strict=True)
+        for seed in range(2)
+    ]  # fmt: skip
+
+
+def test_q2_wants_a_rise_and_a_flat_sweep_fails_saying_so() -> None:
+    """The paper's Figs. 5/6 rise with capacity: a flat sweep is not a reproduction."""
+    flat = check_embedding(_sweep([0.118] * 4), "link_scale", 50, 2)
+    assert not flat.passed and "flat: no rise" in flat.detail
+    assert check_embedding(_sweep([0.05, 0.07, 0.12, 0.16]), "link_scale", 50, 2).passed
+    falling = check_embedding(_sweep([0.05, 0.12, 0.08, 0.16]), "link_scale", 50, 2)
+    assert not falling.passed  # a fall of 0.04 between neighbours

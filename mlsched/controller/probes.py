@@ -33,7 +33,7 @@ from typing import Any
 
 from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.cluster_executor import ClusterExecutor
-from mlsched.controller.runs import Layout
+from mlsched.controller.runs import Generation, Layout
 from mlsched.core.errors import MlschedError, SpecError
 from mlsched.core.job import Arch, JobSpec
 from mlsched.core.reports import TaskReport
@@ -41,7 +41,7 @@ from mlsched.core.tasks import TaskPlan
 from mlsched.perfmodel.profile import PLACEMENTS, Cell
 from mlsched.perfmodel.profiled import profile_kind
 
-__all__ = ["ProbeBusy", "ProbeRequest", "ProbeStatus", "Probes", "probe_layout"]
+__all__ = ["LoopHold", "ProbeBusy", "ProbeRequest", "ProbeStatus", "Probes", "probe_layout"]
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,37 @@ def probe_layout(agents: list[AgentInfo], workers: int, ps: int, placement: str)
     return tuple((a.agent_id, 1, ps if i == 0 else 0) for i, a in enumerate(chosen))
 
 
+class LoopHold:
+    """A hold on the slot loop at a boundary: a probe asks (:meth:`take`), the loop obeys
+    at its next boundary (:meth:`holding`, True while held), the probe lets it go."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+        self._wanted = threading.Event()
+        self._held = threading.Event()
+
+    def holding(self) -> bool:
+        """Called by the loop at each boundary: whether to hold there (and say it does)."""
+        if self._wanted.is_set():
+            self._held.set()
+            return True
+        self._held.clear()
+        return False
+
+    def take(self, on: bool) -> bool:
+        """Hold (True once the loop holds; False when it did not within ``wait_s``), or
+        let the loop go on."""
+        if not on:
+            self._wanted.clear()
+            self._held.clear()
+            return True
+        self._wanted.set()
+        if self._held.wait(self.wait_s):
+            return True
+        self._wanted.clear()
+        return False
+
+
 class Probes:
     """One probe at a time. ``hold(True)`` asks the slot loop to hold at its next boundary
     and returns once it holds (False: it did not within the wait); ``hold(False)`` lets it
@@ -179,10 +210,11 @@ class Probes:
             job,
             job_id=f"{probe_id}-{job.model}-{profile_kind(job)}-{request.workers}w",
             arrival_slot=0,
-            # Work for far more than the probe runs: it is stopped, never finished.
+            # Work no probe finishes, however fast its steps: it is stopped, never done
+            # (a job that finished during the measured window would end the probe).
             epochs=1,
             chunks=1,
-            batches_per_chunk=max(1000, 100 * (request.steps + request.warmup) * request.workers),
+            batches_per_chunk=1_000_000_000,
         )
         threading.Thread(
             target=self._run, args=(status, request, spec), name=probe_id, daemon=True
@@ -350,7 +382,7 @@ class Probes:
 
 
 def _computing(
-    gen: Any, reports: dict[str, TaskReport | None]
+    gen: Generation, reports: dict[str, TaskReport | None]
 ) -> list[tuple[TaskPlan, TaskReport]]:
     """The generation's computing tasks that have reported an iteration, with that report."""
     out = []

@@ -31,7 +31,7 @@ from mlsched.controller.measurement_rows import measurement_row, replay
 from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.pricing import market, quote_fields
-from mlsched.controller.probes import ProbeRequest, Probes, ProbeStatus
+from mlsched.controller.probes import LoopHold, ProbeRequest, Probes, ProbeStatus
 from mlsched.controller.records import record_from_row, record_state
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
@@ -96,9 +96,10 @@ class Controller:
         self._jobs: dict[str, _Served] = {}  # every job ever submitted, in that order
         self._thread: threading.Thread | None = None
         # A probe (profiling through the agents) holds the slot loop at a boundary.
-        self._hold_wanted = threading.Event()
-        self._held = threading.Event()
-        self.probes = Probes(self.executor, self.agents, hold=self.hold, busy=self.unfinished)
+        self.loop_hold = LoopHold(wait_s=2 * cfg.slot_seconds + 30.0)
+        self.probes = Probes(
+            self.executor, self.agents, hold=self.loop_hold.take, busy=self.unfinished
+        )
         self.endpoint: Endpoint | None = None
         self.port = 0
         self.metrics = ControllerMetrics(self) if cfg.metrics_listen is not None else None
@@ -214,11 +215,9 @@ class Controller:
         while not self._stop.is_set():
             try:
                 self._membership()
-                if self._hold_wanted.is_set():
-                    self._held.set()
+                if self.loop_hold.holding():
                     self._stop.wait(0.2)
                     continue
-                self._held.clear()
                 if self.engine is None:
                     self._stop.wait(0.2)
                     continue
@@ -570,19 +569,6 @@ class Controller:
         return cluster_status(self.engine, self.agents, self.cfg)
 
     # Probes -----------------------------------------------------------------------------
-    def hold(self, on: bool) -> bool:
-        """Hold the slot loop at its next boundary (True once it holds; False when it did
-        not within two slots), or let it go on."""
-        if not on:
-            self._hold_wanted.clear()
-            self._held.clear()
-            return True
-        self._hold_wanted.set()
-        if self._held.wait(2 * self.cfg.slot_seconds + 30.0):
-            return True
-        self._hold_wanted.clear()
-        return False
-
     def unfinished(self) -> list[str]:
         """Jobs submitted and not in a final state."""
         with self._lock:

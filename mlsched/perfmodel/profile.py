@@ -37,8 +37,10 @@ __all__ = [
     "VERSION",
     "Cell",
     "Profile",
+    "can_spread",
     "cell_dict",
     "from_gavel",
+    "kind_arch",
     "load_profile",
     "merge",
     "to_gavel",
@@ -52,6 +54,18 @@ KINDS = ("ps_async", "ps_sync", "ring", "horovod")
 #: Where a cluster-measured cell's processes ran: all on one host, on hosts of one rack,
 #: on hosts of two or more racks.
 PLACEMENTS = ("host", "rack", "racks")
+
+
+def kind_arch(kind: str) -> tuple[str, str]:
+    """The (architecture, mode) a kind's job trains with: ``("ps", "async")`` etc."""
+    return {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync")}.get(kind, ("allreduce", "sync"))
+
+
+def can_spread(kind: str, workers: int) -> bool:
+    """Whether a cell's processes can span hosts: it needs two (a PS counts)."""
+    return workers + (1 if kind_arch(kind)[0] == "ps" else 0) >= 2
+
+
 _MAX_BYTES = 16 << 20
 _MAX_CELLS = 100_000
 
@@ -126,7 +140,7 @@ class Cell:
             )
         if self.placement == "host" or self.placement is None:
             return self
-        if self.workers + (1 if self.kind.startswith("ps_") else 0) < 2:
+        if not can_spread(self.kind, self.workers):
             raise SpecError(f"{where}.placement", self.placement, "host (one process per host)")
         return self
 

@@ -20,19 +20,24 @@ from typing import Any
 import grpc
 
 from mlsched.core.errors import SpecError
-from mlsched.perfmodel.profile import PLACEMENTS, Cell, Profile, load_profile
+from mlsched.perfmodel.profile import (
+    PLACEMENTS,
+    Cell,
+    Profile,
+    can_spread,
+    kind_arch,
+    load_profile,
+)
 from mlsched.profiling.grid import CellList, Grid, ProfileRun
 from mlsched.profiling.measure import Settings
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 __all__ = ["cell_job", "measure_on_cluster", "run_cluster_grid"]
 
-_ARCH = {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync")}
-
 
 def cell_job(model: str, kind: str, workers: int, s: Settings) -> dict[str, Any]:
     """The job a cell measures, as a client submits one (the controller names it)."""
-    arch, sync = _ARCH.get(kind, ("allreduce", "sync"))
+    arch, sync = kind_arch(kind)
     training: dict[str, Any] = {
         "num_samples": s.num_samples,
         "image_size": s.image_for(model),
@@ -197,4 +202,4 @@ def _prefixed(say: Callable[[str], None], head: str) -> Callable[[str], None]:
 def _fits(cell: tuple[str, str, int], placement: str) -> bool:
     """Whether the shape can hold the cell at all: spreading needs two processes."""
     _, kind, workers = cell
-    return placement == "host" or workers + (1 if kind.startswith("ps_") else 0) >= 2
+    return placement == "host" or can_spread(kind, workers)

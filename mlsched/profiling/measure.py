@@ -36,7 +36,7 @@ import torch
 
 from mlsched.core.errors import SpecError
 from mlsched.core.train_config import Backend, Launcher, TrainConfig
-from mlsched.perfmodel.profile import KINDS, Cell
+from mlsched.perfmodel.profile import KINDS, Cell, kind_arch
 from mlsched.trainers.cpu_share import DeviceSlices
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def train_config(model: str, kind: str, workers: int, s: Settings, work: Path) -
     """The job a cell measures: ``workers`` workers of ``kind``, one PS for PS kinds."""
     if kind not in KINDS:
         raise SpecError("kind", kind, f"one of {', '.join(KINDS)}")
-    arch = {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync")}.get(kind, ("allreduce", "sync"))
+    arch = kind_arch(kind)
     return TrainConfig(
         model=model,
         arch=arch[0],

@@ -45,6 +45,7 @@ from mlsched.emulation.cli import (
     run_emulation,
     run_fidelity_experiment,
 )
+from mlsched.experiments.reproduce_cli import add_reproduce_parser, run_reproduce
 from mlsched.profiling.cli import add_profile_parser, run_profile
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
 from mlsched.workloads.traces.cli import add_trace_parser, run_trace
@@ -253,6 +254,7 @@ def get_args_parser() -> argparse.ArgumentParser:
         help="first measure the cells the demo's jobs need into --profile, in the "
         "--device-cores slices (a few minutes; cells the file has are kept)",
     )
+    add_reproduce_parser(sub)
     add_train_parser(sub)
     add_trace_parser(sub)
     add_profile_parser(sub)
@@ -561,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_trace(args)
         if args.command == "profile":
             return run_profile(args)
+        if args.command == "reproduce":
+            return run_reproduce(args)
         if args.command == "agent":
             return run_agent(args)
         if args.command == "cluster":

@@ -15,6 +15,7 @@ from mlsched.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_it
 from mlsched.experiments.dps.diagnosis import diagnose, offer_facts
 from mlsched.experiments.dps.profit import WIDE_MARGIN
 from mlsched.scheduler.dps.posted import Offer
+from tests.claims_helpers import assert_claims_checked
 
 
 def test_smoke_scale_writes_results_checks_and_plots(
@@ -25,6 +26,7 @@ def test_smoke_scale_writes_results_checks_and_plots(
     sweeps stay out of the summary and the PNGs lie at the top of --out."""
     monkeypatch.setenv("MLSCHED_WORKERS", "1")
     results = run_experiment("dps", out_dir=tmp_path, scale="smoke", seeds=1)
+    assert_claims_checked(results)
     assert json.loads((tmp_path / "results.json").read_text())["experiment"] == "dps"
     assert set(results["summary"]) == set(SCHEMES)
     for row in results["summary"].values():

@@ -27,10 +27,14 @@ from mlsched.experiments.pdors.common import SCALE_SETTINGS, Item, run_item, sch
 from mlsched.experiments.pool import Runner
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.workloads.pdors import pdors_paper
+from tests.claims_helpers import assert_claims_checked
 
-NAMES = ("pd_ors", "oasis", "fifo", "drf", "dorm")
-#: Every scheme of the experiment: PD-ORS as shipped, its variant and the baselines.
-ALL = (*NAMES, "pd_ors-nofloor")
+#: The paper's PD-ORS (no utility floor) decides the checks.
+PAPER = "pd_ors-nofloor"
+NAMES = (PAPER, "oasis", "fifo", "drf", "dorm")
+#: Every scheme of the experiment: the paper's PD-ORS, ours with the floor, the baselines.
+ALL = (*NAMES, "pd_ors")
+FLOOR = "[PD-ORS + utility floor (ours)]"
 
 
 def rec(scheme: str, utility: float, **kw: Any) -> dict[str, Any]:
@@ -47,33 +51,32 @@ def test_utility_check_needs_pd_ors_on_top_at_every_point():
     assert not check_utility(rows, NAMES).passed
 
 
-def test_a_variant_is_reported_beside_pd_ors_not_ranked_against_it():
-    # The variant beats PD-ORS as shipped: check 1 still holds (variants are not rivals),
-    # for both, and a check decided against PD-ORS is not rescued by the variant.
+def test_the_floor_is_a_row_of_its_own_not_ranked_against_the_paper_s_pd_ors():
+    # Ours (with the floor) beats the paper's PD-ORS: check 1 still holds (variants are not
+    # rivals), for both; a check failed by the paper's PD-ORS is not rescued by ours.
     rows = [rec(n, u) for n, u in zip(ALL, (9, 8, 1, 2, 3, 20), strict=True)]
-    check = with_variants(lambda p: check_utility(rows, ALL, p))
-    assert check.passed and check.detail.endswith("holds for pd_ors, pd_ors-nofloor")
+    paper, ours = with_variants(lambda p: check_utility(rows, ALL, p))
+    assert paper.passed and ours.passed and ours.name == f"{paper.name} {FLOOR}"
     rows.append(rec("oasis", 30))  # oasis's mean: 19 > 9, < 20
-    check = with_variants(lambda p: check_utility(rows, ALL, p))
-    assert not check.passed and check.detail.endswith("holds for pd_ors-nofloor")
+    paper, ours = with_variants(lambda p: check_utility(rows, ALL, p))
+    assert not paper.passed and ours.passed
 
 
 def test_a_variant_s_own_figures_are_added_where_they_differ():
     def gain(p: str) -> Check:
-        return Check("2", p == "pd_ors", f"figures of {p}")
+        return Check("2", p == PAPER, f"figures of {p}")
 
-    check = with_variants(gain)
-    assert check.passed
-    assert "figures of pd_ors | pd_ors-nofloor: figures of pd_ors-nofloor" in check.detail
-    assert check.detail.endswith("holds for pd_ors")
+    paper, ours = with_variants(gain)
+    assert paper.passed and not ours.passed
+    assert paper.detail == f"figures of {PAPER} | pd_ors: figures of pd_ors"
 
 
 def test_gain_check_reads_the_growth_of_the_gap():
-    grows = [rec("pd_ors", 10, jobs=10), rec("oasis", 9, jobs=10)]
-    grows += [rec("pd_ors", 30, jobs=20), rec("oasis", 20, jobs=20)]
+    grows = [rec(PAPER, 10, jobs=10), rec("oasis", 9, jobs=10)]
+    grows += [rec(PAPER, 30, jobs=20), rec("oasis", 20, jobs=20)]
     assert check_gain_grows(grows).passed
-    shrinks = [rec("pd_ors", 10, jobs=10), rec("oasis", 5, jobs=10)]
-    shrinks += [rec("pd_ors", 30, jobs=20), rec("oasis", 28, jobs=20)]
+    shrinks = [rec(PAPER, 10, jobs=10), rec("oasis", 5, jobs=10)]
+    shrinks += [rec(PAPER, 30, jobs=20), rec("oasis", 28, jobs=20)]
     assert not check_gain_grows(shrinks).passed
 
 
@@ -121,9 +124,9 @@ def test_rounding_check_wants_a_u_with_its_bottom_near_one():
 
 def test_mix_check_compares_relative_gains():
     rows = [
-        rec("pd_ors", 150, mix="10/55/35"),
+        rec(PAPER, 150, mix="10/55/35"),
         rec("oasis", 100, mix="10/55/35"),
-        rec("pd_ors", 110, mix="30/69/1"),
+        rec(PAPER, 110, mix="30/69/1"),
         rec("oasis", 100, mix="30/69/1"),
     ]
     assert check_mix(rows).passed
@@ -156,11 +159,15 @@ def test_oasis_runs_on_split_pools_and_dorm_adjusts_a_fifth():
 def test_smoke_run_writes_results_plots_and_named_summary(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("MLSCHED_WORKERS", "1")
     res = run_experiment("pdors", out_dir=tmp_path, scale="smoke", seeds=1)
+    assert_claims_checked(res)
     assert (tmp_path / "results.json").is_file()
     assert set(res["summary"]) == set(ALL)
     assert all(isinstance(v["total_utility"], float) for v in res["summary"].values())
     names = [c["name"] for c in res["checks"]]
-    assert [n.split(":")[0] for n in names[:6]] == ["1", "2", "3", "4", "5", "6"]
+    paper = [n for n in names if not n.endswith(FLOOR)]
+    assert [n.split(":")[0] for n in paper[:6]] == ["1", "2", "3", "4", "5", "6"]
+    # Our floor's rows: checks 1-3 and 6, each beside the paper's.
+    assert [n.split(":")[0] for n in names if n.endswith(FLOOR)] == ["1", "2", "3", "6"]
     assert all(c["detail"] for c in res["checks"])
     assert res["failures"] == []
     # Every part ran, so each of its figures is drawn (a loop over none would pass); Fig. 11
@@ -205,7 +212,7 @@ def test_pd_ors_earns_the_most_utility_at_a_contended_point():
     for item, out in zip(items, outs, strict=True):
         assert isinstance(out, dict), out
         totals[item.name].append(out["total_utility"])
-    pd = float(np.sum(totals["pd_ors"]))
+    pd = float(np.sum(totals[PAPER]))
     for name in NAMES[1:]:
         assert pd > float(np.sum(totals[name])), (name, totals)
 

@@ -17,7 +17,7 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +37,14 @@ __all__ = [
     "Experiment",
     "ExperimentFn",
     "ProgressFactory",
+    "addition_check",
     "check_no_failures",
+    "decided_per_algorithm",
     "experiments",
     "get_experiment",
     "mean_summary",
     "no_progress",
+    "per_algorithm",
     "register_experiment",
     "run_experiment",
 ]
@@ -210,6 +213,47 @@ def mean_summary(summaries: Sequence[Summary | Mapping[str, Any]]) -> dict[str, 
             values = [float(r[key]) for r in rows if r[key] is not None]
             out[key] = float(np.mean(values)) if values else None
     return out
+
+
+def addition_check(name: str, label: str) -> str:
+    """The name of check ``name`` decided for one of our additions (``label``, e.g.
+    "OASiS + utility floor (ours)"): a row of its own, never the paper's claim."""
+    return f"{name} [{label}]"
+
+
+def per_algorithm(
+    name: str,
+    detail: str,
+    held: Collection[str],
+    paper: str,
+    additions: Mapping[str, str],
+) -> list[Check]:
+    """One claim's checks: ``name`` passes only where it holds for ``paper`` (the scheme
+    that runs the paper's algorithm as the paper defines it); each scheme of
+    ``additions`` (scheme -> label naming our addition) gets its own row,
+    :func:`addition_check`. ``held``: the schemes for which the claim holds."""
+    checks = [Check(name, paper in held, detail)]
+    checks += [
+        Check(addition_check(name, label), scheme in held, detail)
+        for scheme, label in additions.items()
+    ]
+    return checks
+
+
+def decided_per_algorithm(
+    check: Callable[[str], Check], paper: str, additions: Mapping[str, str]
+) -> list[Check]:
+    """:func:`per_algorithm` of ``check(scheme)`` run for ``paper`` and each addition: the
+    paper's detail, with an addition's own figures added where they differ."""
+    results = {scheme: check(scheme) for scheme in (paper, *additions)}
+    first = results[paper]
+    detail = first.detail + "".join(
+        f" | {scheme}: {c.detail}"
+        for scheme, c in results.items()
+        if scheme != paper and c.detail != first.detail
+    )
+    held = [scheme for scheme, c in results.items() if c.passed]
+    return per_algorithm(first.name, detail, held, paper, additions)
 
 
 def check_no_failures(failures: Sequence[Any]) -> Check:

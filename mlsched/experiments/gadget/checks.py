@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.experiments.base import Check
-from mlsched.experiments.gadget.common import BASELINES, PRIMARY, SCHEMES
+from mlsched.experiments.gadget.common import BASELINES, PAPER, SCHEMES
 from mlsched.experiments.gadget.ratio import bound
 
 Records = Sequence[dict[str, Any]]
@@ -59,14 +59,14 @@ def utility_sweep(records: Records, counts: Sequence[int]) -> dict[str, Any]:
     return out
 
 
-def check_utility(records: Records, counts: Sequence[int]) -> Check:
-    """Q1 (Fig. 4): GADGET's mean total utility is at least each baseline's at every job
-    count; per-seed wins and ties reported."""
+def check_utility(records: Records, counts: Sequence[int], scheme: str = PAPER) -> Check:
+    """Q1 (Fig. 4): GADGET's (``scheme``'s) mean total utility is at least each baseline's
+    at every job count; per-seed wins and ties reported."""
     ok = bool(counts)
     parts = []
     for n in counts:
-        mine = per_seed(records, PRIMARY, n)
-        line = [f"{n} jobs: gadget {np.mean(list(mine.values())):.0f}" if mine else f"{n}: -"]
+        mine = per_seed(records, scheme, n)
+        line = [f"{n} jobs: {scheme} {np.mean(list(mine.values())):.0f}" if mine else f"{n}: -"]
         for b in BASELINES:
             theirs = per_seed(records, b, n)
             seeds = sorted(set(mine) & set(theirs))
@@ -79,7 +79,7 @@ def check_utility(records: Records, counts: Sequence[int]) -> Check:
             ahead = sum(not at_least(y, x) for x, y in zip(g, t, strict=True))
             tied = sum(at_least(x, y) and at_least(y, x) for x, y in zip(g, t, strict=True))
             line.append(
-                f"{b} {t.mean():.0f} (gadget higher on {ahead}, equal on {tied}, lower on "
+                f"{b} {t.mean():.0f} ({scheme} higher on {ahead}, equal on {tied}, lower on "
                 f"{len(seeds) - ahead - tied} of {len(seeds)} seeds)"
             )
         parts.append(", ".join(line))
@@ -90,12 +90,12 @@ def check_utility(records: Records, counts: Sequence[int]) -> Check:
     )
 
 
-def gaps(records: Records, counts: Sequence[int]) -> list[dict[str, Any]]:
-    """Per job count: GADGET's relative gap over the best baseline on the means, the best
-    baseline, and the spread of the per-seed gaps (over that seed's best baseline)."""
+def gaps(records: Records, counts: Sequence[int], scheme: str = PAPER) -> list[dict[str, Any]]:
+    """Per job count: ``scheme``'s relative gap over the best baseline on the means, the
+    best baseline, and the spread of the per-seed gaps (over that seed's best baseline)."""
     out: list[dict[str, Any]] = []
     for n in counts:
-        mine = per_seed(records, PRIMARY, n)
+        mine = per_seed(records, scheme, n)
         theirs = {b: per_seed(records, b, n) for b in BASELINES}
         means = {b: float(np.mean(list(v.values()))) for b, v in theirs.items() if v}
         if not mine or not means:
@@ -119,10 +119,10 @@ def gaps(records: Records, counts: Sequence[int]) -> list[dict[str, Any]]:
     return out
 
 
-def check_gap(records: Records, counts: Sequence[int]) -> Check:
+def check_gap(records: Records, counts: Sequence[int], scheme: str = PAPER) -> Check:
     """Q1 (Fig. 4): the relative gap over the best baseline does not shrink as the number of
     jobs grows (within ``GAP_TOLERANCE``)."""
-    rows = gaps(records, counts)
+    rows = gaps(records, counts, scheme)
     values = [r["gap"] for r in rows]
     ok = len(values) > 1 and all(v is not None for v in values)
     if ok:
@@ -141,15 +141,17 @@ def check_gap(records: Records, counts: Sequence[int]) -> Check:
     )
 
 
-def embedding_sweep(records: Records, axis: str, default_jobs: int, seeds: int) -> dict[str, Any]:
-    """GADGET at the default point, per value of ``axis`` (``node_scale``/``link_scale``,
+def embedding_sweep(
+    records: Records, axis: str, default_jobs: int, seeds: int, scheme: str = PAPER
+) -> dict[str, Any]:
+    """``scheme`` at the default point, per value of ``axis`` (``node_scale``/``link_scale``,
     the other at 1): embedded ratio (LP-RS-MDE's rings / active jobs per slot) and the
     allocated ratio (idle fill included), mean and std over seeds 0..``seeds - 1``."""
     other = "link_scale" if axis == "node_scale" else "node_scale"
     rows = [
         r
         for r in records
-        if r["scheme"] == PRIMARY
+        if r["scheme"] == scheme
         and r["jobs"] == default_jobs
         and r[other] == 1.0
         and r["seed"] < seeds
@@ -166,12 +168,14 @@ def embedding_sweep(records: Records, axis: str, default_jobs: int, seeds: int) 
     return out
 
 
-def check_embedding(records: Records, axis: str, default_jobs: int, seeds: int) -> Check:
+def check_embedding(
+    records: Records, axis: str, default_jobs: int, seeds: int, scheme: str = PAPER
+) -> Check:
     """Q2 (Figs. 5/6): GADGET's embedded ratio rises with the capacity scale: it never
     falls between neighbouring scales by more than ``EMBEDDED_TOLERANCE`` and the largest
     scale's is above the smallest's by more than that (the figures' rise; a flat line is
     not one, and fails saying so)."""
-    sweep = embedding_sweep(records, axis, default_jobs, seeds)
+    sweep = embedding_sweep(records, axis, default_jobs, seeds, scheme)
     means = sweep["embedded_ratio"]["mean"]
     ok = len(means) > 1 and all(m is not None for m in means)
     flat = False
@@ -275,12 +279,12 @@ def replay_totals(records: Records) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check_replay(records: Records) -> Check:
-    """Q4: replayed apart from the engine, no gadget allocation exceeds a server or a link
-    and every multi-server ring visits each of its servers once (the baselines' replay is
-    reported beside)."""
+def check_replay(records: Records, scheme: str = PAPER) -> Check:
+    """Q4: replayed apart from the engine, no allocation of ``scheme`` exceeds a server or
+    a link and every multi-server ring visits each of its servers once (the other schemes'
+    replay is reported beside)."""
     totals = replay_totals(records)
-    mine = totals.get(PRIMARY)
+    mine = totals.get(scheme)
     ok = mine is not None and mine["runs"] > 0 and mine["problems"] == 0
 
     def fmt(name: str, t: dict[str, Any]) -> str:

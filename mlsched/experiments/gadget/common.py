@@ -24,16 +24,25 @@ RESTART: RestartCost = paper_assumes_free(
 )
 
 PRIMARY = "gadget"
+#: GADGET as the paper and the spec have it: a job without a ring this slot pauses. It
+#: decides the checks; ``gadget`` as shipped adds a least-attained-service backfill of the
+#: idle GPUs (``idle_fill``, ours), and its checks are rows of their own.
+PAPER = "gadget-nofill"
+#: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
+ADDITIONS: dict[str, str] = {PRIMARY: "GADGET + backfill (ours)"}
+#: The GADGET schemes, the paper's first.
+GADGETS: tuple[str, ...] = (PAPER, PRIMARY)
 #: The compared schemes (spec 003 §5): name -> (policy, options). The baselines place rings
 #: with P0 and reserve b_i on every hop (``placement=ring``); FIFO and LAS (Tiresias) run a
 #: fixed count k_i ~ U{1..10} capped at N_i (``max_workers=10``), DRF fills progressively.
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
+    PAPER: ("gadget", {"idle_fill": False}),
     PRIMARY: ("gadget", {}),
     "fifo": ("fifo", {"placement": "ring", "max_workers": 10}),
     "drf": ("drf", {"placement": "ring"}),
     "tiresias": ("tiresias", {"placement": "ring", "max_workers": 10}),
 }
-BASELINES = tuple(name for name in SCHEMES if name != PRIMARY)
+BASELINES = tuple(name for name in SCHEMES if name not in GADGETS)
 #: A23's multiplicative sweeps of node (GPU) and link capacity.
 CAPACITY_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
 

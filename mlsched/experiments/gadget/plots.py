@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsched.experiments.gadget.checks import RATIO_FLOOR, embedding_sweep, utility_sweep
-from mlsched.experiments.gadget.common import SCHEMES, GadgetScale
+from mlsched.experiments.gadget.common import PAPER, PRIMARY, SCHEMES, GadgetScale
 from mlsched.experiments.gadget.ratio import bound
 from mlsched.experiments.plots import plot_lines
 
@@ -72,26 +72,31 @@ def plots(
         ("node_scale", "fig5_embedded_vs_node_scale.png", "Fig. 5: node (GPU) capacity"),
         ("link_scale", "fig6_embedded_vs_link_scale.png", "Fig. 6: link capacity"),
     ):
-        e = embedding_sweep(records, axis, s.default_jobs, seeds)
-        if not e["scales"]:
+        paper = embedding_sweep(records, axis, s.default_jobs, seeds, PAPER)
+        ours = embedding_sweep(records, axis, s.default_jobs, seeds, PRIMARY)
+        if not paper["scales"] or paper["scales"] != ours["scales"]:
             continue
         paths.append(
             plot_lines(
                 out_dir / name,
-                e["scales"],
+                paper["scales"],
                 {
-                    "embedded (LP-RS-MDE)": (
-                        _nan(e["embedded_ratio"]["mean"]),
-                        _nan(e["embedded_ratio"]["std"]),
+                    "embedded (LP-RS-MDE), GADGET": (
+                        _nan(paper["embedded_ratio"]["mean"]),
+                        _nan(paper["embedded_ratio"]["std"]),
                     ),
-                    "allocated (with idle fill)": (
-                        _nan(e["allocated_ratio"]["mean"]),
-                        _nan(e["allocated_ratio"]["std"]),
+                    "embedded, GADGET + backfill (ours)": (
+                        _nan(ours["embedded_ratio"]["mean"]),
+                        _nan(ours["embedded_ratio"]["std"]),
+                    ),
+                    "allocated, GADGET + backfill (ours)": (
+                        _nan(ours["allocated_ratio"]["mean"]),
+                        _nan(ours["allocated_ratio"]["std"]),
                     ),
                 },
                 xlabel=f"{axis.replace('_', ' ')} (x the generated capacity)",
                 ylabel="jobs placed / active jobs, per slot",
-                title=f"{label}, gadget, {s.default_jobs} jobs, {where}",
+                title=f"{label}, {s.default_jobs} jobs, {where}",
             )
         )
     rows = [r for r in ratio.get("rows", []) if r["paper_ratio"] is not None]

@@ -37,6 +37,7 @@ from mlsched.experiments.hetero.checks import (
     check_claim,
     check_lowest,
     check_maxweight,
+    check_preemption,
     reductions,
 )
 from mlsched.experiments.hetero.common import (
@@ -114,8 +115,9 @@ def run_hetero(
             alpha = int(r["options"].get("alpha", DEFAULT_ALPHA))
             sweep.setdefault(alpha, []).append(float(r["weighted_completion_time"]))
     checks: list[Check] = [
-        check_lowest(schemes),
-        check_claim(schemes),
+        *check_lowest(schemes),
+        *check_claim(schemes),
+        check_preemption(schemes),
         check_maxweight(batches),
         check_no_failures(failures),
     ]

@@ -25,6 +25,8 @@ PRIMARY = "hetero"
 #: (each round's window right after the last committed job, not at alpha tau_i) it runs
 #: beside, and each check says whether it holds for it too.
 VARIANT = "hetero-compact"
+#: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
+ADDITIONS: dict[str, str] = {VARIANT: "A_online + compacted offsets (ours)"}
 #: The compared schemes (spec 002 §5): name -> (policy, options). The baselines run each
 #: job's ideal bundle (the workload's default worker, v100x4). FIFO, 2D-LAS (Tiresias by
 #: remaining work x resources) and the AntMan-style baseline fix a job's worker count at
@@ -43,6 +45,9 @@ FIXED_COUNTS = ("fifo", "las2d", "antman")
 #: The spec's bound on a drawn worker count (for 150 servers).
 MAX_WORKERS = 30
 BASELINES = tuple(name for name in SCHEMES if name not in (PRIMARY, VARIANT))
+#: The baselines that preempt (the paper: "much worse than the rest because of frequent
+#: preemption").
+PREEMPTING = ("las2d", "antman")
 #: The paper's claim: A_online's total weighted completion time is at least 30 % lower
 #: than every baseline's (Figs. 2 and 5).
 CLAIMED_REDUCTION = 0.30

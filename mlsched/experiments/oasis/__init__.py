@@ -117,10 +117,10 @@ def run_oasis(
     plots = _plots(out_dir, s, points, sweep, h2_out, h3, h4_sweep, h5)
     checks = [
         *_check_h1(names, points, sweep),
-        _check_h2(names, h2_out),
-        _check_h3(h3),
-        _check_h4(points, h4_sweep),
-        _check_h5(h5, sweep),
+        *_check_h2(names, h2_out),
+        *_check_h3(h3),
+        *_check_h4(points, h4_sweep),
+        *_check_h5(h5, sweep),
         check_no_failures(failures),
     ]
     return {

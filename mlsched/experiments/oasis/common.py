@@ -19,14 +19,18 @@ RESTART: RestartCost = paper_assumes_free(
     'spec 001: the checkpoint and restore overhead of a re-layout "is assumed zero"'
 )
 
-#: OASiS variants: name -> policy options. ``oasis`` is the policy as shipped (its checks
-#: decide the hypotheses); ``oasis-nofloor`` has the paper's price constants as written
-#: (no utility floor, spec A7), reported beside it.
+#: OASiS variants: name -> policy options. ``oasis-nofloor`` is the paper's algorithm with
+#: its price constants as written (spec A7): its checks decide the hypotheses. ``oasis``,
+#: the policy as shipped, adds the utility floor (the spec's optional remedy for A7, ours):
+#: its checks are rows of their own.
 PRIMARY = "oasis"
+PAPER = "oasis-nofloor"
 OASIS_VARIANTS: dict[str, dict[str, Any]] = {
     "oasis": {},
     "oasis-nofloor": {"utility_floor": 0.0},
 }
+#: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
+ADDITIONS: dict[str, str] = {PRIMARY: "OASiS + utility floor (ours)"}
 #: The paper's baselines (spec 001 §5.2).
 BASELINES: tuple[str, ...] = ("fifo", "drf", "rrh", "dorm")
 #: Fig. 6's U/L estimates as multiples of the true value.

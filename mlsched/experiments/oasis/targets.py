@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from mlsched.engine.builder import Failure
-from mlsched.experiments.base import Check
+from mlsched.experiments.base import Check, per_algorithm
 from mlsched.experiments.oasis.common import (
     _CLASSES,
+    ADDITIONS,
     OASIS_VARIANTS,
-    PRIMARY,
+    PAPER,
     OasisScale,
     _fmt,
     _run,
@@ -26,14 +27,17 @@ from mlsched.experiments.pool import Runner
 def _h2_one(
     item: tuple[int, str, str, dict[str, Any], int, int, int],
 ) -> dict[str, dict[str, Any]] | Failure:
-    """class -> {"deltas": [...], "not_completed": n, "jobs": n} of one run."""
+    """class -> {"deltas": [...], "charged": [...], "not_completed": n, "jobs": n} of one
+    run. ``charged``: every job's miss, a job not completed charged as if it completed at
+    the run's end (a lower bound on how late it is): a scheme that completes few jobs is not
+    closest to its targets by leaving the late ones out."""
     seed, name, policy, options, jobs, horizon, servers = item
     workload = _workload(seed, jobs, horizon, servers, class_mix=(0.0, 0.5, 0.5))
     outcome = _run(workload, name, policy, options, seed, {"part": "h2"})
     if isinstance(outcome, Failure):
         return outcome
     per: dict[str, dict[str, Any]] = {
-        c: {"deltas": [], "not_completed": 0, "jobs": 0} for c in _CLASSES
+        c: {"deltas": [], "charged": [], "not_completed": 0, "jobs": 0} for c in _CLASSES
     }
     for record in outcome.records.values():
         cls = job_class(record.spec)
@@ -43,8 +47,11 @@ def _h2_one(
         miss = target_miss(record)
         if miss is None:
             per[cls]["not_completed"] += 1
+            target = float(record.spec.utility.params["target"])
+            per[cls]["charged"].append(outcome.slots - record.spec.arrival_slot - target)
         else:
             per[cls]["deltas"].append(miss)
+            per[cls]["charged"].append(miss)
     return per
 
 
@@ -68,10 +75,12 @@ def _h2(
             failures.append(outcome)
             continue
         per = out.setdefault(
-            item[1], {c: {"deltas": [], "not_completed": 0, "jobs": 0} for c in _CLASSES}
+            item[1],
+            {c: {"deltas": [], "charged": [], "not_completed": 0, "jobs": 0} for c in _CLASSES},
         )
         for cls, row in outcome.items():
             per[cls]["deltas"].extend(row["deltas"])
+            per[cls]["charged"].extend(row["charged"])
             per[cls]["not_completed"] += row["not_completed"]
             per[cls]["jobs"] += row["jobs"]
     return out
@@ -85,7 +94,12 @@ def _h2_stats(raw: dict[str, dict[str, dict[str, Any]]], names: Sequence[str]) -
         stats[name] = {}
         for cls in _CLASSES:
             d = raw[name][cls]["deltas"]
+            every = raw[name][cls]["charged"]
             stats[name][cls] = {
+                # Every job, one not completed charged the run's end: decides H2.
+                "all_mean": float(np.mean(every)) if every else None,
+                "all_std": float(np.std(every)) if every else None,
+                "all_mean_abs": float(np.mean(np.abs(every))) if every else None,
                 "completed": len(d),
                 "not_completed": raw[name][cls]["not_completed"],
                 "jobs": raw[name][cls]["jobs"],
@@ -96,8 +110,10 @@ def _h2_stats(raw: dict[str, dict[str, dict[str, Any]]], names: Sequence[str]) -
     return stats
 
 
-def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> Check:
-    """Closest to zero = smallest mean |actual - target|; plus the smallest spread."""
+def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> list[Check]:
+    """Closest to zero = smallest mean |actual - target| over every job (one not completed
+    charged the run's end), and the smallest spread, in both classes. The completed jobs'
+    figures (the paper's plot, spec §5.3) are shown beside."""
     oasis = [n for n in names if n in OASIS_VARIANTS and n in stats]
     base = [n for n in names if n not in OASIS_VARIANTS and n in stats]
     held: list[str] = []
@@ -106,8 +122,9 @@ def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> Check:
         parts.append(
             f"{cls}: "
             + ", ".join(
-                f"{n} {_fmt(stats[n][cls]['mean'])}±{_fmt(stats[n][cls]['std'])} "
-                f"({stats[n][cls]['completed']} done, {stats[n][cls]['not_completed']} not)"
+                f"{n} {_fmt(stats[n][cls]['all_mean'])}±{_fmt(stats[n][cls]['all_std'])} "
+                f"(completed only {_fmt(stats[n][cls]['mean'])}±{_fmt(stats[n][cls]['std'])}; "
+                f"{stats[n][cls]['completed']} done, {stats[n][cls]['not_completed']} not)"
                 for n in stats
             )
         )
@@ -115,22 +132,26 @@ def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> Check:
         ok = True
         for cls in _CLASSES:
             mine = stats[o][cls]
-            if mine["mean_abs"] is None:
+            if mine["all_mean_abs"] is None:
                 ok = False
                 continue
             for b in base:
                 other = stats[b][cls]
-                if other["mean_abs"] is None:
+                if other["all_mean_abs"] is None:
                     continue
-                if mine["mean_abs"] > other["mean_abs"] or mine["std"] > other["std"]:
+                if (
+                    mine["all_mean_abs"] > other["all_mean_abs"]
+                    or mine["all_std"] > other["all_std"]
+                ):
                     ok = False
         if ok:
             held.append(o)
-    return Check(
+    return per_algorithm(
         "H2: OASiS's completion time minus target is closest to 0 with the smallest spread, "
         "in both classes",
-        PRIMARY in held,
-        "slots, completed jobs, mean±std over seeds; "
-        + "; ".join(parts)
-        + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
+        "slots over every job (one not completed charged the run's end), mean±std over seeds; "
+        + "; ".join(parts),
+        held,
+        PAPER,
+        ADDITIONS,
     )

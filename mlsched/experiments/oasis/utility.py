@@ -10,10 +10,11 @@ import numpy as np
 
 from mlsched.engine.builder import Failure
 from mlsched.engine.summary import Summary, summarize
-from mlsched.experiments.base import Check
+from mlsched.experiments.base import Check, per_algorithm
 from mlsched.experiments.oasis.common import (
+    ADDITIONS,
     OASIS_VARIANTS,
-    PRIMARY,
+    PAPER,
     OasisScale,
     _fmt,
     _run,
@@ -107,23 +108,26 @@ def _check_h1(names: Sequence[str], points: Sequence[int], sweep: dict[str, Any]
         f"{o} - best baseline: " + " / ".join(f"{m:+.0f}" for m in margins[o]) for o in oasis
     )
     held = [o for o in oasis if every[o]]
-    first = Check(
+    first = per_algorithm(
         "H1: OASiS has the highest total utility at every job count",
-        PRIMARY in held,
-        f"jobs {list(points)} (mean over seeds); {table}; {lead}"
-        + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
+        f"jobs {list(points)} (mean over seeds); {table}; {lead}",
+        held,
+        PAPER,
+        ADDITIONS,
     )
     grows = [
         o
         for o in oasis
         if len(points) > 1 and margins[o][-1] > 0 and margins[o][-1] > margins[o][0]
     ]
-    second = Check(
+    second = per_algorithm(
         "H1: OASiS leads at the most jobs and its lead grows with the number of jobs",
-        PRIMARY in grows,
-        f"{lead}" + (f"; holds for {', '.join(grows)}" if grows else "; holds for no variant"),
+        lead,
+        grows,
+        PAPER,
+        ADDITIONS,
     )
-    return [first, second]
+    return [*first, *second]
 
 
 # H4 ---------------------------------------------------------------------------------------
@@ -181,7 +185,7 @@ def _h4_sweep(
     return {"x": "jobs", "values": list(points), "ul_ratio_scale": list(scales), "utility": per}
 
 
-def _check_h4(points: Sequence[int], sweep: dict[str, Any]) -> Check:
+def _check_h4(points: Sequence[int], sweep: dict[str, Any]) -> list[Check]:
     """At the most jobs (scarcest resources), under-estimates (< 1) beat over-estimates (> 1)
     on mean utility."""
     parts: list[str] = []
@@ -195,10 +199,11 @@ def _check_h4(points: Sequence[int], sweep: dict[str, Any]) -> Check:
         parts.append(f"{name} at {points[-1]} jobs: {shown}")
         if under and over and float(np.mean(under)) > float(np.mean(over)):
             held.append(name)
-    return Check(
+    return per_algorithm(
         "H4: under-estimating U/L gives more utility than over-estimating it when resources "
         "are scarce",
-        PRIMARY in held,
-        "; ".join(parts)
-        + (f"; holds for {', '.join(held)}" if held else "; holds for no OASiS variant"),
+        "; ".join(parts),
+        held,
+        PAPER,
+        ADDITIONS,
     )

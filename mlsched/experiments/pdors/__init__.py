@@ -52,8 +52,8 @@ from mlsched.experiments.pdors.checks import (
 )
 from mlsched.experiments.pdors.common import (
     MIXES,
+    PAPER,
     PDORS,
-    PRIMARY,
     RESTART,
     SCALE_SETTINGS,
     Item,
@@ -83,7 +83,7 @@ def _items(s: PdorsScale, seeds: int) -> list[Item]:
         for name, scheme in all_schemes.items()
     ]
     jobs, servers, horizon = s.rounding_point
-    pd = all_schemes[PRIMARY]
+    pd = all_schemes[PAPER]  # the paper's algorithm: check 5 is its claim
     items += [
         Item("rounding", seed, jobs, servers, horizon, f"g={g:g}", pd, extra=(("g_delta", g),))
         for seed in range(seeds)
@@ -144,12 +144,12 @@ def run_pdors(
     median = [r for r in records if r["part"] == "median"]
     mix = [r for r in records if r["part"] == "mix"]
     checks: list[Check] = [
-        with_variants(lambda p: check_utility(utility, names, p)),
-        with_variants(lambda p: check_gain_grows(utility, p)),
-        with_variants(lambda p: check_median(median, names, p)),
+        *with_variants(lambda p: check_utility(utility, names, p)),
+        *with_variants(lambda p: check_gain_grows(utility, p)),
+        *with_variants(lambda p: check_median(median, names, p)),
         check_ratio(ratio),
         check_rounding([r for r in records if r["part"] == "rounding"], s.gains),
-        with_variants(lambda p: check_mix(mix, p)),
+        *with_variants(lambda p: check_mix(mix, p)),
         check_no_failures(failures),
     ]
     paths = plots(out_dir, s, records, ratio, names)

@@ -23,10 +23,13 @@ RESTART: RestartCost = paper_assumes_free(
 )
 
 PRIMARY = "pd_ors"
-#: PD-ORS as shipped decides the checks; with the paper's L as written (no utility floor,
-#: spec A3) it runs beside, and each check says whether it holds for it too.
-VARIANTS: dict[str, dict[str, Any]] = {"pd_ors-nofloor": {"utility_floor": 0.0}}
+#: PD-ORS with the paper's L as written (no utility floor, spec A3) decides the checks;
+#: PD-ORS as shipped adds the utility floor (ours) and its checks are rows of their own.
+PAPER = "pd_ors-nofloor"
+VARIANTS: dict[str, dict[str, Any]] = {PAPER: {"utility_floor": 0.0}}
 PDORS = (PRIMARY, *VARIANTS)
+#: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
+ADDITIONS: dict[str, str] = {PRIMARY: "PD-ORS + utility floor (ours)"}
 #: The paper's job mix and its Google-trace-like one (spec 000 §5.1).
 MIXES: dict[str, tuple[float, float, float]] = {
     "10/55/35": (0.10, 0.55, 0.35),

@@ -8,7 +8,7 @@ from typing import Any
 
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.summary import summarize
-from mlsched.experiments.pdors.common import PRIMARY, RESTART, PdorsScale, schemes, workload
+from mlsched.experiments.pdors.common import PAPER, RESTART, PdorsScale, schemes, workload
 from mlsched.experiments.pool import Runner
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline import pdors_optimum
@@ -42,7 +42,7 @@ def _one(item: RatioItem) -> dict[str, Any] | Failure:
         item.horizon,
         time_limit_s=item.time_limit_s,
     )
-    scheme = schemes()[PRIMARY]
+    scheme = schemes()[PAPER]  # the paper's algorithm: check 4 is its claim
     outcome = try_simulate(
         w,
         SimulationConfig(

@@ -1,0 +1,114 @@
+"""The reproduction table (``mlsched reproduce``, docs/reproduction.md): each claim's verdict
+follows its checks, decided for the paper's algorithm alone; our additions never pass a
+claim, only name what meets it. Results are written by hand here; the experiments' own
+smoke tests assert that every claim's check exists in their results.json
+(``tests/claims_helpers.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlsched.cli import main
+from mlsched.experiments.base import addition_check
+from mlsched.experiments.claims import CLAIMS, PAPERS, Claim, claims_of
+from mlsched.experiments.reproduction import render, verdicts
+
+H1 = "H1: OASiS has the highest total utility at every job count"
+FLOOR = "OASiS + utility floor (ours)"
+
+
+def _results(experiment: str, checks: list[tuple[str, bool]]) -> dict[str, Any]:
+    return {
+        "experiment": experiment,
+        "scale": "smoke",
+        "seeds": 2,
+        "wall_seconds": 1.0,
+        "restart_cost": {"restart_s": 0.0, "why": "free, as the paper assumes (spec)"},
+        "checks": [{"name": n, "passed": ok, "detail": f"figures of {n}"} for n, ok in checks],
+    }
+
+
+def _verdict(results: dict[str, Any], check: str) -> str:
+    return next(v.text for v in verdicts(results) if v.claim.check == check)
+
+
+@pytest.mark.parametrize(
+    ("paper", "ours", "expected"),
+    [
+        (True, False, "reproduced"),
+        (True, True, "reproduced"),
+        (False, True, f"reproduced only with {FLOOR}"),
+        (False, False, "not reproduced"),
+    ],
+)
+def test_a_claim_is_decided_by_the_paper_s_algorithm(
+    paper: bool, ours: bool, expected: str
+) -> None:
+    results = {"oasis": _results("oasis", [(H1, paper), (addition_check(H1, FLOOR), ours)])}
+    assert _verdict(results, H1) == expected
+
+
+def test_claims_without_results_or_without_their_check_are_not_run() -> None:
+    rows = {v.claim.check: v for v in verdicts({"oasis": _results("oasis", [])})}
+    assert rows[H1].verdict == "not run" and "no check named" in rows[H1].detail
+    pdors = next(c.check for c in claims_of("000") if c.check)
+    assert rows[pdors].verdict == "not run" and rows[pdors].detail == "no results"
+
+
+def test_every_claim_is_in_the_table_once_untested_ones_with_a_reason() -> None:
+    ids = [(c.spec, c.id) for c in CLAIMS]
+    assert len(ids) == len(set(ids))
+    assert {c.spec for c in CLAIMS} == set(PAPERS)
+    assert all(c.untested for c in CLAIMS if not c.check)
+    with pytest.raises(ValueError, match="a check or why"):
+        Claim("001", "x", "Fig. 1", "says", check="a", untested="b")
+    text = render({}, "mlsched reproduce --scale smoke")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == len(CLAIMS) + 1  # the header
+
+
+def test_the_table_shows_the_figures_and_the_cause_of_what_failed() -> None:
+    claim = next(c for c in CLAIMS if c.check == H1)
+    other = "a check of our own"
+    results = {"oasis": _results("oasis", [(H1, False), (other, True)])}
+    text = render(results, "mlsched reproduce --scale smoke")
+    assert f"Measured: figures of {H1}" in text
+    assert f"Cause: {claim.cause}." in text
+    assert f"- passed: {other}" in text  # a check no claim names is listed, not dropped
+    assert "Restart cost: 0.0 s (free, as the paper assumes (spec))" in text
+    assert "`mlsched experiment oasis --scale smoke --seeds 2`" in text
+    # A reproduced claim shows no cause.
+    ok = render({"oasis": _results("oasis", [(H1, True)])}, "x")
+    assert claim.cause not in ok
+
+
+def test_reproduce_reuses_results_of_its_scale_and_writes_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--reuse`` with every experiment's results.json present runs nothing: the table
+    comes from the files, and results of another scale are not mixed in."""
+    for _, experiment in PAPERS.values():
+        (tmp_path / experiment).mkdir()
+        checks = [(c.check, True) for c in CLAIMS if c.experiment == experiment and c.check]
+        res = _results(experiment, checks)
+        res["checks"].append(
+            {"name": "every run finished without error", "passed": True, "detail": "none"}
+        )
+        if experiment == "dps":
+            res["scale"] = "default"  # another scale: would be rerun, so leave it out
+            continue
+        (tmp_path / experiment / "results.json").write_text(json.dumps(res))
+    table = tmp_path / "table.md"
+    argv = ["reproduce", "--scale", "smoke", "--out", str(tmp_path), "--reuse"]
+    assert main([*argv, "--experiments", "oasis,pdors,hetero,gadget", "--table", str(table)]) == 0
+    text = table.read_text()
+    tested = [c for c in CLAIMS if c.check]
+    dps = [c for c in tested if c.experiment == "dps"]
+    assert text.count("| **reproduced** |") == len(tested) - len(dps)
+    assert text.count("| **not run** |") == len(dps)
+    assert "wrote" in capsys.readouterr().out
+    assert main([*argv, "--experiments", "nope"]) == 2

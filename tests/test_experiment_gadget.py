@@ -15,7 +15,7 @@ import pytest
 from mlsched.cli import main
 from mlsched.core.allocation import Allocation, Placement
 from mlsched.experiments import run_experiment
-from mlsched.experiments.gadget.checks import at_least, check_embedding
+from mlsched.experiments.gadget.checks import at_least, check_embedding, check_gap
 from mlsched.experiments.gadget.common import (
     BASELINES,
     PAPER,
@@ -61,10 +61,10 @@ def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
     for n in SCHEMES:
         assert sweep[n]["mean"][at_default] == pytest.approx(utility[n])
     checks = {c["name"]: c for c in results["checks"]}
-    assert len(checks) == 12 and all(c["detail"] for c in results["checks"])
+    assert len(checks) == 16 and all(c["detail"] for c in results["checks"])
     # Each claim decided for the paper's GADGET (no backfill), ours a row of its own.
     ours = [n for n in checks if n.endswith(" [GADGET + backfill (ours)]")]
-    assert len(ours) == 5 and all(n.split(" [")[0] in checks for n in ours)
+    assert len(ours) == 7 and all(n.split(" [")[0] in checks for n in ours)
     q1 = "Q1: gadget's total utility is at least each baseline's at every job count (mean)"
     for name, scheme in ((q1, PAPER), (f"{q1} [GADGET + backfill (ours)]", PRIMARY)):
         assert checks[name]["passed"] == all(
@@ -72,6 +72,15 @@ def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
             for i in range(len(sweep["jobs"]))
             for b in BASELINES
         )
+    # Q1 under both readings of the budget (A3), each on its own runs.
+    literal = results["utility_sweep_worker_slots"]
+    assert literal["budget_mode"] == "worker_slots" and literal["jobs"] == list(smoke.jobs)
+    assert checks[f"{q1}, worker-slot budgets (A3 literal)"]["passed"] == all(
+        at_least(literal[PAPER]["mean"][i], literal[b]["mean"][i])
+        for i in range(len(literal["jobs"]))
+        for b in BASELINES
+    )
+    assert results["loads_worker_slots"][str(smoke.default_jobs)]["offered"] > 10
     node = results["embedding"][PAPER]["node_scale"]
     assert node["scales"] == list(smoke.node_scales)
     ratios = node["embedded_ratio"]["mean"]
@@ -200,3 +209,22 @@ def test_q2_wants_a_rise_and_a_flat_sweep_fails_saying_so() -> None:
     assert check_embedding(_sweep([0.05, 0.07, 0.12, 0.16]), "link_scale", 50, 2).passed
     falling = check_embedding(_sweep([0.05, 0.12, 0.08, 0.16]), "link_scale", 50, 2)
     assert not falling.passed  # a fall of 0.04 between neighbours
+
+
+def test_q1_s_widening_gap_must_be_a_lead() -> None:
+    """A deficit that shrinks (or stays) is not the paper's widening lead: Q1's gap check
+    fails it; a lead that grows passes."""
+
+    def rows(mine: tuple[float, float]) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for jobs, (g, b) in zip((50, 100), ((mine[0], 100.0), (mine[1], 100.0)), strict=True):
+            for seed in range(2):
+                out += [
+                    {"part": "utility", "scheme": s, "jobs": jobs, "seed": seed,
+                     "budget_mode": "iterations", "total_utility": v}
+                    for s, v in ((PAPER, g), *((name, b) for name in BASELINES))
+                ]  # fmt: skip
+        return out
+
+    assert not check_gap(rows((40.0, 45.0)), [50, 100]).passed  # -60 % -> -55 %
+    assert check_gap(rows((101.0, 110.0)), [50, 100]).passed  # +1 % -> +10 %

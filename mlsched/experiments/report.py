@@ -299,4 +299,6 @@ def experiment_report(results: Mapping[str, Any]) -> str:
             metrics = (*metrics[:3], *_PRICING_METRICS, *metrics[3:])
         parts.append(metric_table(results["summary"], metrics))
     parts.append(checks_table(results.get("checks", [])))
+    for group in results.get("identical", []):
+        parts.append(f"identical results: {', '.join(group['policies'])}: {group['reason']}")
     return "\n".join(parts)

@@ -55,6 +55,7 @@ from mlsched.experiments.gadget.checks import (
 )
 from mlsched.experiments.gadget.common import (
     ADDITIONS,
+    BUDGET_MODES,
     GADGETS,
     PAPER,
     RESTART,
@@ -92,7 +93,8 @@ def _items(s: GadgetScale, seeds: int) -> list[Item]:
     # Scale 1 of both sweeps is the utility part's GADGET run at the default point.
     order = [*GADGETS, *(n for n in SCHEMES if n not in GADGETS)]
     items += [
-        Item("utility", seed, n, name, scale=s)
+        Item("utility", seed, n, name, scale=s, budget_mode=mode)
+        for mode in BUDGET_MODES
         for name in order
         for n in sorted(set(s.jobs) | {s.default_jobs}, reverse=True)
         for seed in range(seeds)
@@ -100,11 +102,14 @@ def _items(s: GadgetScale, seeds: int) -> list[Item]:
     return items
 
 
-def _loads(records: list[dict[str, Any]], counts: list[int]) -> dict[str, Any]:
+def _loads(
+    records: list[dict[str, Any]], counts: list[int], mode: str = "iterations"
+) -> dict[str, Any]:
     """Per job count: mean offered and servable load over the seeds (``common.loads``)."""
     out: dict[str, Any] = {}
     for n in counts:
         rows = [r for r in records if r["part"] == "utility" and r["scheme"] == PAPER]
+        rows = [r for r in rows if r["budget_mode"] == mode]
         rows = [r for r in rows if r["jobs"] == n]
         out[str(n)] = {
             key: float(np.mean([r[f"{key}_load"] for r in rows])) if rows else None
@@ -138,7 +143,13 @@ def run_gadget(
 
     counts = sorted(set(s.jobs))
     swept = capacity_seeds(s, seeds)
-    default = [r for r in records if r["part"] == "utility" and r["jobs"] == s.default_jobs]
+    default = [
+        r
+        for r in records
+        if r["part"] == "utility"
+        and r["jobs"] == s.default_jobs
+        and r["budget_mode"] == "iterations"
+    ]
     summary = {
         name: mean_summary([r["summary"] for r in default if r["scheme"] == name])
         | {"allocated_ratio": _mean([r["allocated_ratio"] for r in default if r["scheme"] == name])}
@@ -147,8 +158,7 @@ def run_gadget(
     # Each claim decided for the paper's GADGET, our backfill a row of its own; Q3 is
     # LP-RS-MDE's on a slot problem, which the backfill does not enter.
     checks: list[Check] = [
-        *decided_per_algorithm(lambda g: check_utility(records, counts, g), PAPER, ADDITIONS),
-        *decided_per_algorithm(lambda g: check_gap(records, counts, g), PAPER, ADDITIONS),
+        *(c for mode in BUDGET_MODES for c in _q1_checks(records, counts, mode)),
         *_embedding_checks(records, "node_scale", s.default_jobs, swept),
         *_embedding_checks(records, "link_scale", s.default_jobs, swept),
         check_ratio(ratio),
@@ -169,8 +179,11 @@ def run_gadget(
             **(loads.get(str(s.default_jobs)) or {}),
         },
         "loads": loads,
+        "loads_worker_slots": _loads(records, counts, "worker_slots"),
         "utility_sweep": utility_sweep(records, counts),
+        "utility_sweep_worker_slots": utility_sweep(records, counts, "worker_slots"),
         "gaps": {g: gaps(records, counts, g) for g in GADGETS},
+        "gaps_worker_slots": {g: gaps(records, counts, g, "worker_slots") for g in GADGETS},
         "embedding": {
             g: {
                 axis: embedding_sweep(records, axis, s.default_jobs, swept, g)
@@ -185,6 +198,13 @@ def run_gadget(
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
     }
+
+
+def _q1_checks(records: list[dict[str, Any]], counts: list[int], mode: str) -> list[Check]:
+    return [
+        *decided_per_algorithm(lambda g: check_utility(records, counts, g, mode), PAPER, ADDITIONS),
+        *decided_per_algorithm(lambda g: check_gap(records, counts, g, mode), PAPER, ADDITIONS),
+    ]
 
 
 def _embedding_checks(

@@ -37,20 +37,32 @@ def at_least(a: float, b: float) -> bool:
     return a >= b - TIE * max(abs(b), 1.0)
 
 
-def per_seed(records: Records, scheme: str, jobs: int) -> dict[int, float]:
-    """Seed -> total utility of ``scheme`` at ``jobs`` (utility part)."""
+def per_seed(
+    records: Records, scheme: str, jobs: int, budget_mode: str = "iterations"
+) -> dict[int, float]:
+    """Seed -> total utility of ``scheme`` at ``jobs`` (utility part, one budget reading)."""
     return {
         r["seed"]: float(r["total_utility"])
         for r in records
-        if r["part"] == "utility" and r["scheme"] == scheme and r["jobs"] == jobs
+        if r["part"] == "utility"
+        and r["scheme"] == scheme
+        and r["jobs"] == jobs
+        and r.get("budget_mode", "iterations") == budget_mode
     }
 
 
-def utility_sweep(records: Records, counts: Sequence[int]) -> dict[str, Any]:
+def _under(budget_mode: str) -> str:
+    """A Q1 check's name suffix for the literal budget reading (A3)."""
+    return "" if budget_mode == "iterations" else ", worker-slot budgets (A3 literal)"
+
+
+def utility_sweep(
+    records: Records, counts: Sequence[int], budget_mode: str = "iterations"
+) -> dict[str, Any]:
     """Per scheme, mean and std of total utility at each job count, and every seed's."""
-    out: dict[str, Any] = {"jobs": list(counts)}
+    out: dict[str, Any] = {"jobs": list(counts), "budget_mode": budget_mode}
     for name in SCHEMES:
-        rows = [per_seed(records, name, n) for n in counts]
+        rows = [per_seed(records, name, n, budget_mode) for n in counts]
         out[name] = {
             "mean": [float(np.mean(list(v.values()))) if v else None for v in rows],
             "std": [float(np.std(list(v.values()))) if v else None for v in rows],
@@ -59,16 +71,18 @@ def utility_sweep(records: Records, counts: Sequence[int]) -> dict[str, Any]:
     return out
 
 
-def check_utility(records: Records, counts: Sequence[int], scheme: str = PAPER) -> Check:
+def check_utility(
+    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+) -> Check:
     """Q1 (Fig. 4): GADGET's (``scheme``'s) mean total utility is at least each baseline's
     at every job count; per-seed wins and ties reported."""
     ok = bool(counts)
     parts = []
     for n in counts:
-        mine = per_seed(records, scheme, n)
+        mine = per_seed(records, scheme, n, budget_mode)
         line = [f"{n} jobs: {scheme} {np.mean(list(mine.values())):.0f}" if mine else f"{n}: -"]
         for b in BASELINES:
-            theirs = per_seed(records, b, n)
+            theirs = per_seed(records, b, n, budget_mode)
             seeds = sorted(set(mine) & set(theirs))
             if not seeds:
                 ok = False
@@ -84,19 +98,22 @@ def check_utility(records: Records, counts: Sequence[int], scheme: str = PAPER) 
             )
         parts.append(", ".join(line))
     return Check(
-        "Q1: gadget's total utility is at least each baseline's at every job count (mean)",
+        "Q1: gadget's total utility is at least each baseline's at every job count (mean)"
+        + _under(budget_mode),
         ok,
         "; ".join(parts),
     )
 
 
-def gaps(records: Records, counts: Sequence[int], scheme: str = PAPER) -> list[dict[str, Any]]:
+def gaps(
+    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+) -> list[dict[str, Any]]:
     """Per job count: ``scheme``'s relative gap over the best baseline on the means, the
     best baseline, and the spread of the per-seed gaps (over that seed's best baseline)."""
     out: list[dict[str, Any]] = []
     for n in counts:
-        mine = per_seed(records, scheme, n)
-        theirs = {b: per_seed(records, b, n) for b in BASELINES}
+        mine = per_seed(records, scheme, n, budget_mode)
+        theirs = {b: per_seed(records, b, n, budget_mode) for b in BASELINES}
         means = {b: float(np.mean(list(v.values()))) for b, v in theirs.items() if v}
         if not mine or not means:
             out.append({"jobs": n, "gap": None})
@@ -119,14 +136,17 @@ def gaps(records: Records, counts: Sequence[int], scheme: str = PAPER) -> list[d
     return out
 
 
-def check_gap(records: Records, counts: Sequence[int], scheme: str = PAPER) -> Check:
+def check_gap(
+    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+) -> Check:
     """Q1 (Fig. 4): the relative gap over the best baseline does not shrink as the number of
     jobs grows (within ``GAP_TOLERANCE``)."""
-    rows = gaps(records, counts, scheme)
+    rows = gaps(records, counts, scheme, budget_mode)
     values = [r["gap"] for r in rows]
     ok = len(values) > 1 and all(v is not None for v in values)
     if ok:
-        ok = all(b >= a - GAP_TOLERANCE for a, b in pairwise(values))
+        # A gap that widens is GADGET's lead: a deficit that shrinks, or grows, is no lead.
+        ok = all(b >= a - GAP_TOLERANCE for a, b in pairwise(values)) and values[-1] > 0
     detail = "; ".join(
         f"{r['jobs']} jobs {r['gap']:+.1%} over {r['best_baseline']} (per seed "
         f"{r['seed_gap_min']:+.1%}..{r['seed_gap_max']:+.1%})"
@@ -135,9 +155,11 @@ def check_gap(records: Records, counts: Sequence[int], scheme: str = PAPER) -> C
         for r in rows
     )
     return Check(
-        "Q1: gadget's relative gap over the best baseline is non-decreasing in the job count",
+        "Q1: gadget's relative gap over the best baseline is non-decreasing in the job count"
+        + _under(budget_mode),
         ok,
-        f"{detail}; tolerance: a fall of at most {GAP_TOLERANCE:.0%} between neighbours",
+        f"{detail}; tolerance: a fall of at most {GAP_TOLERANCE:.0%} between neighbours; "
+        "the gap at the most jobs must be a lead (> 0)",
     )
 
 
@@ -152,6 +174,7 @@ def embedding_sweep(
         r
         for r in records
         if r["scheme"] == scheme
+        and r.get("budget_mode", "iterations") == "iterations"
         and r["jobs"] == default_jobs
         and r[other] == 1.0
         and r["seed"] < seeds

@@ -1,19 +1,24 @@
 """Experiment ``hetero``: spec 002's evaluation (§5) on the ``hetero-paper`` workload.
 
-Each seed is one job set; every scheme of a seed runs the same jobs on the same servers.
+Each seed is one job set per architecture part; every scheme of a seed runs the same jobs
+on the same servers. Every restart is charged (``RESTART``), to every scheme alike.
 
-* **schemes** (Figs. 2 and 5, PS and ring jobs in one workload): total weighted completion
-  time sum w c of ``hetero`` (A_online) and of FIFO, DRF, 2D-LAS (``las2d``) and the
-  AntMan-style baseline; also sum w (c - a). Two checks: the ordering (hetero lowest on the
-  mean), and the paper's size (>= 30 % lower than every baseline), each with every seed's
-  reduction in its detail. ``hetero`` as the paper has it decides them;
-  ``hetero-compact`` (the spec's compacted offsets) runs beside and is reported.
+* **schemes** (Figs. 2 and 5): total weighted completion time sum w c of ``hetero``
+  (A_online as the paper has it) and of FIFO, DRF, 2D-LAS (``las2d``) and the AntMan-style
+  baseline, the baselines at their ideal worker counts (AMB-13); also sum w (c - a).
+  PS-only (Fig. 2) and ring-only (Fig. 5) parts, each on clusters holding 0.2, 0.35 and
+  0.5 of the jobs' ideal demand (§5); both mixed half and half as an extra row at the
+  default capacity. lambda's T is the paper's horizon; a run lasts until every job is
+  done (bounded far beyond, with a check that nothing was left). Checks: the ordering
+  (hetero lowest on the mean at every point), the paper's size (>= 30 % lower than every
+  baseline), the preempting baselines trailing, each with every point's figures.
+  ``hetero-compact`` (the spec's compacted offsets, ours) runs beside, its checks rows of
+  their own.
+* **alpha**: hetero at alpha = 1 beside the default 4, at the default capacity.
 * **maxweight** (Fig. 8): one A_maxweight call against Jain et al.'s greedy on a batch of
-  each size (:mod:`.batch`); the measure is the weight scheduled.
-* **alpha** (sensitivity, outside ``summary``): hetero's sum w c at each alpha.
+  each size, both taking the jobs in the same order (:mod:`.batch`).
 
-Eight seeds by default: at three, whether hetero beats DRF or the AntMan-style baseline on
-the mean turned on one seed. Runs are spread over the machine's cores.
+Eight seeds by default. Runs are spread over the machine's cores.
 """
 
 from __future__ import annotations
@@ -34,18 +39,23 @@ from mlsched.experiments.base import (
 )
 from mlsched.experiments.hetero.batch import BatchItem, run_batch
 from mlsched.experiments.hetero.checks import (
+    at,
     check_claim,
+    check_completed,
     check_lowest,
     check_maxweight,
     check_preemption,
+    points,
     reductions,
 )
 from mlsched.experiments.hetero.common import (
+    ARCHS,
+    CLAIM_ARCHS,
+    HETEROS,
     PRIMARY,
     RESTART,
     SCALE_SETTINGS,
     SCHEMES,
-    VARIANT,
     HeteroScale,
     Item,
     run_item,
@@ -58,25 +68,31 @@ __all__ = ["SCALE_SETTINGS", "HeteroScale", "run_hetero"]
 
 
 def _items(s: HeteroScale, seeds: int) -> list[Item]:
+    cells = [(arch, c) for arch in CLAIM_ARCHS for c in s.capacities]
+    cells += [(arch, s.default_capacity) for arch in ARCHS if arch not in CLAIM_ARCHS]
+    # A_online's PS runs first (the slowest): they then share the cores with faster ones.
     items = [
-        Item("schemes", seed, name, policy, tuple(options.items()), s)
-        for seed in range(seeds)
+        Item("schemes", arch, c, seed, name, policy, tuple(options.items()), s)
         for name, (policy, options) in SCHEMES.items()
-    ]
-    # The default alpha's runs are the schemes part's hetero runs.
-    items += [
-        Item("alpha", seed, f"{PRIMARY}-alpha{a}", PRIMARY, (("alpha", a),), s)
+        for arch, c in cells
         for seed in range(seeds)
+    ]
+    items += [
+        Item("alpha", arch, s.default_capacity, seed, f"{PRIMARY}-alpha{a}", PRIMARY,
+             (("alpha", a),), s)
+        for arch in CLAIM_ARCHS
         for a in s.alphas
         if a != DEFAULT_ALPHA
-    ]
+        for seed in range(seeds)
+    ]  # fmt: skip
     return items
 
 
 @register_experiment(
     "hetero",
     "spec 002 Figs. 2/5/8: hetero (A_online) vs FIFO/DRF/2D-LAS/AntMan on weighted "
-    "completion time, A_maxweight vs Jain et al.'s greedy, sensitivity to alpha",
+    "completion time, PS and ring jobs at 0.2-0.5 of the ideal demand, A_maxweight vs Jain "
+    "et al.'s greedy, alpha 1 vs 4",
     default_seeds=8,
     restart=RESTART,
 )
@@ -88,61 +104,90 @@ def run_hetero(
     batch_items = [BatchItem(seed, n, s) for n in s.batch_jobs for seed in range(seeds)]
     records: list[dict[str, Any]] = []
     failures: list[Failure] = []
-    total = len(items) + len(batch_items)
-    with progress(total, f"hetero ({scale})") as advance, Runner() as runner:
-        # The batch comparisons first: the longest simulations then start last and share
-        # the cores with nothing slower.
-        batches = runner.map(run_batch, batch_items, advance)
-        for outcome in runner.map(run_item, items, advance):
+    with progress(len(items) + len(batch_items), f"hetero ({scale})") as advance, Runner() as r:
+        for outcome in r.map(run_item, items, advance):
             if isinstance(outcome, Failure):
                 failures.append(outcome)
             else:
                 records.append(outcome)
+        batches = r.map(run_batch, batch_items, advance)
 
     schemes = [r for r in records if r["part"] == "schemes"]
+    default = {arch: at(schemes, arch, s.default_capacity) for arch in ARCHS}
+    # The summary: PS jobs at the default capacity (Fig. 2); every point in ``parts``.
     summary = {
-        name: mean_summary([r["summary"] for r in schemes if r["scheme"] == name])
-        | {
-            "weighted_from_arrival": _mean(
-                [r["weighted_from_arrival"] for r in schemes if r["scheme"] == name]
-            )
-        }
-        for name in SCHEMES
+        name: _summary([r for r in default["ps"] if r["scheme"] == name]) for name in SCHEMES
     }
-    sweep: dict[int, list[float]] = {}
-    for r in records:
-        if r["part"] == "alpha" or (r["part"] == "schemes" and r["scheme"] == PRIMARY):
-            alpha = int(r["options"].get("alpha", DEFAULT_ALPHA))
-            sweep.setdefault(alpha, []).append(float(r["weighted_completion_time"]))
+    parts = {
+        f"{arch}@{capacity:g}": {
+            "arch": arch,
+            "capacity": capacity,
+            "servers": sorted({r["servers"] for r in at(schemes, arch, capacity)}),
+            "schemes": {
+                name: _summary([r for r in at(schemes, arch, capacity) if r["scheme"] == name])
+                for name in SCHEMES
+            },
+            "reductions": {
+                scheme: {
+                    metric: reductions(at(schemes, arch, capacity), metric, scheme)
+                    for metric in ("weighted_completion_time", "weighted_from_arrival")
+                }
+                for scheme in HETEROS
+            },
+        }
+        for arch, capacity in points(schemes)
+    }
+    alpha = {
+        arch: {
+            str(a): _mean(
+                [
+                    r["weighted_completion_time"]
+                    for r in records
+                    if r["arch"] == arch
+                    and r["capacity"] == s.default_capacity
+                    and (
+                        r["scheme"] == f"{PRIMARY}-alpha{a}"
+                        or (a == DEFAULT_ALPHA and r["scheme"] == PRIMARY)
+                    )
+                ]
+            )
+            for a in sorted({*s.alphas, DEFAULT_ALPHA})
+        }
+        for arch in CLAIM_ARCHS
+    }
     checks: list[Check] = [
         *check_lowest(schemes),
         *check_claim(schemes),
         check_preemption(schemes),
         check_maxweight(batches),
+        check_completed(records, s.run_factor * s.horizon),
         check_no_failures(failures),
     ]
-    paths = plots(out_dir, s, records, batches, sweep)
+    paths = plots(out_dir, s, schemes, batches)
     return {
         "summary": summary,
         "checks": [c.to_dict() for c in checks],
         "schemes": {n: {"policy": p, "options": o} for n, (p, o) in SCHEMES.items()},
-        # Per hetero scheme and measure: its reduction against each baseline.
-        "reductions": {
-            scheme: {
-                metric: reductions(schemes, metric, scheme)
-                for metric in ("weighted_completion_time", "weighted_from_arrival")
-            }
-            for scheme in (PRIMARY, VARIANT)
+        "parts": parts,
+        "alpha": alpha,
+        "default_point": {
+            "jobs": s.jobs,
+            "horizon": s.horizon,
+            "arch": "ps",
+            "capacity": s.default_capacity,
         },
-        "alpha_sweep": {
-            str(a): {"mean": _mean(v), "runs": len(v)} for a, v in sorted(sweep.items())
-        },
-        "default_point": {"jobs": s.jobs, "servers": s.servers, "horizon": s.horizon},
         "settings": dataclasses.asdict(s),
         "runs": records,
         "batches": batches,
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
+    }
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return mean_summary([r["summary"] for r in rows]) | {
+        "weighted_from_arrival": _mean([r["weighted_from_arrival"] for r in rows]),
+        "unfinished": int(sum(r["unfinished"] for r in rows)),
     }
 
 

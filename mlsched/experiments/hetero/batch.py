@@ -2,9 +2,11 @@
 
 Both take the same batch (a seed's jobs, all waiting, none started) as a round of A_online
 would see it: the same shapes, normalised units and window of ``batch_tau - 1`` slots on
-an empty cluster (:func:`~mlsched.scheduler.hetero.batch.round_inputs`). A_maxweight is one
-call (Alg. 3, jobs by arrival, the policy's default F); the greedy is GreedyRTL. The
-measure is the total weight each schedules.
+an empty cluster (:func:`~mlsched.scheduler.hetero.batch.round_inputs`), lambda's T the
+paper's horizon. A_maxweight is one call (Alg. 3, the policy's default F); the greedy is
+GreedyRTL. Both take the jobs in the same order (the greedy's value density), so that they
+differ in their rule, not their order; A_maxweight in arrival order (the policy's own) is
+recorded beside. The measure is the total weight each schedules.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class BatchItem:
 
 def run_batch(item: BatchItem) -> dict[str, Any]:
     s = item.scale
-    w = workload(item.seed, item.jobs, s.servers, s.horizon)
+    w = workload(item.seed, item.jobs, s.horizon, "ps", s.default_capacity, s.run_factor)
     view = ClusterView(
         slot=0,
         slot_seconds=w.slot_seconds,
@@ -43,12 +45,12 @@ def run_batch(item: BatchItem) -> dict[str, Any]:
         runtime=RuntimeEstimator(w.cluster, w.runtime),
         jobs={},
     )
-    horizon = w.horizon_slots or 16 * s.horizon
     inputs = round_inputs(
-        ((j, 0.0) for j in w.jobs), view, w.cluster.types, s.batch_tau, horizon, F
+        ((j, 0.0) for j in w.jobs), view, w.cluster.types, s.batch_tau, s.horizon, F
     )
     batch = inputs.batch
-    by_maxweight = maxweight(order_jobs(batch, "arrival"), inputs.grid, "spec")
+    by_maxweight = maxweight(order_jobs(batch, "density"), inputs.grid, "spec")
+    by_arrival = maxweight(order_jobs(batch, "arrival"), inputs.grid, "spec")
     by_greedy = greedy_rtl(batch, inputs.grid)
     return {
         "seed": item.seed,
@@ -58,6 +60,8 @@ def run_batch(item: BatchItem) -> dict[str, Any]:
         "fits_window": len(batch),
         "maxweight": scheduled_weight(batch, by_maxweight),
         "maxweight_jobs": len(by_maxweight),
+        "maxweight_arrival": scheduled_weight(batch, by_arrival),
+        "servers": len(w.cluster.servers),
         "greedy": scheduled_weight(batch, by_greedy),
         "greedy_jobs": len(by_greedy),
     }

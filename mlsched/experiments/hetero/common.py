@@ -6,15 +6,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from mlsched.core.allocation import JobState
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import RunResult
 from mlsched.engine.summary import summarize
 from mlsched.experiments.costs import CHARGED, RestartCost
-from mlsched.scheduler.hetero.grid import fit_count
+from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE
+from mlsched.scheduler.placement import can_ever_run
 from mlsched.workloads.base import Workload
+from mlsched.workloads.hetero import INSTANCES
 from mlsched.workloads.loading import load_workload
 
 #: What a restart costs in this experiment (every scheme alike; results.json says).
@@ -22,27 +22,29 @@ RESTART: RestartCost = CHARGED
 
 PRIMARY = "hetero"
 #: A_online as the paper has it decides the checks; with the spec's compacted offsets
-#: (each round's window right after the last committed job, not at alpha tau_i) it runs
-#: beside, and each check says whether it holds for it too.
+#: (each round's window right after the last committed job, not at alpha tau_i; ours) it
+#: runs beside, its checks rows of their own.
 VARIANT = "hetero-compact"
 #: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
 ADDITIONS: dict[str, str] = {VARIANT: "A_online + compacted offsets (ours)"}
 #: The compared schemes (spec 002 §5): name -> (policy, options). The baselines run each
 #: job's ideal bundle (the workload's default worker, v100x4). FIFO, 2D-LAS (Tiresias by
-#: remaining work x resources) and the AntMan-style baseline fix a job's worker count at
-#: arrival, drawn from [1, 30] (the spec's FIFO rule), with the fewest PSs (2i) allows;
-#: DRF fills progressively.
+#: remaining work x resources) and the AntMan-style baseline run each job with its ideal
+#: worker count, min(D_j, 30) (AMB-13; ``worker_rule="ideal"``), capped where the cluster
+#: holds fewer, with the fewest PSs (2i) allows; DRF fills progressively. A_online's T of
+#: lambda is the nominal horizon, set per run (:func:`run_item`).
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
     PRIMARY: ("hetero", {}),
     VARIANT: ("hetero", {"compact_offsets": True}),
-    "fifo": ("fifo", {"ps_rule": "needed"}),
+    "fifo": ("fifo", {"ps_rule": "needed", "worker_rule": "ideal"}),
     "drf": ("drf", {}),
-    "las2d": ("las2d", {"ps_rule": "needed"}),
-    "antman": ("antman", {"ps_rule": "needed"}),
+    "las2d": ("las2d", {"ps_rule": "needed", "worker_rule": "ideal"}),
+    "antman": ("antman", {"ps_rule": "needed", "worker_rule": "ideal"}),
 }
-#: The schemes with a drawn worker count (``max_workers``).
+HETEROS = (PRIMARY, VARIANT)
+#: The schemes with a fixed worker count (``max_workers``).
 FIXED_COUNTS = ("fifo", "las2d", "antman")
-#: The spec's bound on a drawn worker count (for 150 servers).
+#: AMB-13's bound on the ideal worker count.
 MAX_WORKERS = 30
 BASELINES = tuple(name for name in SCHEMES if name not in (PRIMARY, VARIANT))
 #: The baselines that preempt (the paper: "much worse than the rest because of frequent
@@ -51,22 +53,34 @@ PREEMPTING = ("las2d", "antman")
 #: The paper's claim: A_online's total weighted completion time is at least 30 % lower
 #: than every baseline's (Figs. 2 and 5).
 CLAIMED_REDUCTION = 0.30
+#: The architectures, each its own part as the paper evaluates them (Fig. 2: PS, Fig. 5:
+#: ring-all-reduce), and both mixed half and half (an extra row): name -> ring share.
+ARCHS: dict[str, float] = {"ps": 0.0, "ring": 1.0, "mix": 0.5}
+#: The parts whose figures decide the claims.
+CLAIM_ARCHS = ("ps", "ring")
 
 
 @dataclass(frozen=True)
 class HeteroScale:
     """Sizes of one scale.
 
-    schemes: every scheme on ``jobs`` jobs, ``servers`` servers, arrivals over the first half
-    of ``horizon`` (the run lasts 16 horizons, so late windows still count). alpha: hetero at
-    each of ``alphas`` at the same point. maxweight (Fig. 8): one A_maxweight call and Jain
-    et al.'s greedy on a batch of each of ``batch_jobs`` jobs over a window of ``batch_tau``
-    slots on the same servers.
+    schemes: every scheme on ``jobs`` jobs arriving over the first half of the paper's
+    horizon ``horizon`` (T, also lambda's T), PS-only and ring-only, on clusters holding
+    each of ``capacities`` of the jobs' ideal demand (the cluster's GPUs over the sum of
+    every job's ideal bundle's, spec 002 §5: 0.2-0.5); the mix of both at
+    ``default_capacity``. A run lasts until every job finished, bounded at ``run_factor``
+    T (far past the last completion; the unfinished count is reported and fails a check).
+    alpha: hetero at each of ``alphas`` (besides the default 4) at the default capacity.
+    maxweight (Fig. 8): one A_maxweight call and Jain et al.'s greedy on a batch of each of
+    ``batch_jobs`` jobs (PS-only) over a window of ``batch_tau`` slots on a cluster of
+    ``default_capacity``.
     """
 
     jobs: int
-    servers: int
     horizon: int
+    capacities: tuple[float, ...]
+    default_capacity: float
+    run_factor: int
     alphas: tuple[int, ...]
     batch_jobs: tuple[int, ...]
     batch_tau: int
@@ -74,47 +88,89 @@ class HeteroScale:
 
 SCALE_SETTINGS: dict[str, HeteroScale] = {
     "smoke": HeteroScale(
-        jobs=12, servers=8, horizon=40, alphas=(2,), batch_jobs=(12,), batch_tau=16
-    ),
-    # Resource shortage as in the paper (most jobs cannot run at once; the baselines can
-    # place every job's ideal bundle): 20 jobs on 12 servers.
-    "default": HeteroScale(
-        jobs=20,
-        servers=12,
-        horizon=40,
-        alphas=(1, 2, 4, 8),
-        batch_jobs=(10, 20, 40),
-        batch_tau=32,
-    ),
-    # The paper's servers and horizon; its job counts are on the figures' missing axes.
-    "paper": HeteroScale(
-        jobs=100,
-        servers=150,
+        jobs=6,
         horizon=150,
-        alphas=(1, 2, 4, 8),
+        capacities=(0.35,),
+        default_capacity=0.35,
+        run_factor=64,
+        alphas=(1,),
+        batch_jobs=(6,),
+        batch_tau=64,
+    ),
+    # The paper's T and capacities; 10 jobs keep the clusters at 20-60 servers (A_online's
+    # rounds cost seconds per run there).
+    "default": HeteroScale(
+        jobs=10,
+        horizon=150,
+        capacities=(0.2, 0.35, 0.5),
+        default_capacity=0.35,
+        run_factor=64,
+        alphas=(1,),
+        batch_jobs=(10, 20, 40),
+        batch_tau=64,
+    ),
+    "paper": HeteroScale(
+        jobs=40,
+        horizon=150,
+        capacities=(0.2, 0.35, 0.5),
+        default_capacity=0.35,
+        run_factor=64,
+        alphas=(1, 2, 8),
         batch_jobs=(50, 100, 200),
         batch_tau=64,
     ),
 }
 
+#: GPUs of the ideal worker bundle (v100x4).
+IDEAL_GPUS = float(DEFAULT_CATALOGUE.workers["v100x4"].demand["gpu"])
 
-@lru_cache(maxsize=8)
-def workload(seed: int, jobs: int, servers: int, horizon: int) -> Workload:
-    """A seed's jobs (the same whatever ``servers``; kept: every scheme of a seed runs them)."""
-    return load_workload(
-        "hetero-paper",
-        seed=seed,
-        jobs=jobs,
-        horizon=horizon,
-        options={"servers": servers},
-    )
+
+def ideal_gpus(w: Workload) -> float:
+    """The jobs' ideal demand: every job's ideal bundle, min(D_j, 30) v100x4 workers."""
+    return sum(min(j.worker_cap, MAX_WORKERS) * IDEAL_GPUS for j in w.jobs)
+
+
+def servers_for(capacity: float, demand_gpus: float) -> int:
+    """The fewest servers (cycling the workload's instance types) whose GPUs reach
+    ``capacity`` of ``demand_gpus``."""
+    total, n = 0.0, 0
+    while total < capacity * demand_gpus or n == 0:
+        total += INSTANCES[n % len(INSTANCES)][2]
+        n += 1
+    return n
+
+
+@lru_cache(maxsize=16)
+def workload(
+    seed: int, jobs: int, horizon: int, arch: str, capacity: float, run_factor: int
+) -> Workload:
+    """A seed's jobs of one architecture part (the same whatever the cluster) on the
+    cluster holding ``capacity`` of their ideal demand; the run bounded at run_factor T."""
+
+    def load(servers: int) -> Workload:
+        return load_workload(
+            "hetero-paper",
+            seed=seed,
+            jobs=jobs,
+            horizon=horizon,
+            options={
+                "servers": servers,
+                "ra_share": ARCHS[arch],
+                "run_slots": run_factor * horizon,
+            },
+        )
+
+    return load(servers_for(capacity, ideal_gpus(load(1))))
 
 
 @dataclass(frozen=True)
 class Item:
-    """One run: part (``schemes`` or ``alpha``), seed, scheme name, policy and options."""
+    """One run: part (``schemes`` or ``alpha``), architecture part, cluster capacity, seed,
+    scheme name, policy and options."""
 
     part: str
+    arch: str
+    capacity: float
     seed: int
     name: str
     policy: str
@@ -123,17 +179,14 @@ class Item:
 
 
 def worker_cap(w: Workload) -> int:
-    """The drawn worker count's bound: the spec's 30, but at most half the ideal bundles
-    the empty cluster holds, so that a count drawn on a cluster smaller than the paper's
-    is not one that can never run (a job rejected as infeasible would be charged the
-    horizon for the size of the cluster, not for its scheduler). 30 at the paper's 150
-    servers; 10 on the default point's 12."""
-    ideal = w.jobs[0].worker if w.jobs else None
-    if ideal is None:
-        return MAX_WORKERS
-    demand = w.cluster.demand_array(ideal)
-    held = int(fit_count(np.asarray(w.cluster.capacity, dtype=float), demand).sum())
-    return max(1, min(MAX_WORKERS, held // 2))
+    """The ideal count's bound: AMB-13's 30, or less where the empty cluster cannot hold
+    some job's min(D_j, bound) workers beside the PSs they need (a count that can never
+    run would charge the run's bound for the size of the cluster, not for its
+    scheduler): the largest such bound."""
+    for cap in range(MAX_WORKERS, 0, -1):
+        if all(can_ever_run(j, w.cluster, min(j.worker_cap, cap)) for j in w.jobs):
+            return cap
+    return 1
 
 
 def weighted_from_arrival(result: RunResult, charge: int) -> float:
@@ -149,11 +202,13 @@ def weighted_from_arrival(result: RunResult, charge: int) -> float:
 
 def run_item(item: Item) -> dict[str, Any] | Failure:
     s = item.scale
-    w = workload(item.seed, s.jobs, s.servers, s.horizon)
-    run_slots = w.horizon_slots or 16 * s.horizon
+    w = workload(item.seed, s.jobs, s.horizon, item.arch, item.capacity, s.run_factor)
+    run_slots = w.horizon_slots or s.run_factor * s.horizon
     options = dict(item.options)
     if item.name in FIXED_COUNTS:
         options.setdefault("max_workers", worker_cap(w))
+    if item.policy == "hetero":
+        options.setdefault("horizon", s.horizon)  # lambda's T: the paper's, not the bound
     config = SimulationConfig(
         item.policy,
         seed=item.seed,
@@ -163,12 +218,21 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         # while jobs wait for theirs; that is not a stall.
         stall_slots=run_slots,
     )
-    outcome = try_simulate(w, config, context={"part": item.part, "scheme": item.name})
+    outcome = try_simulate(
+        w,
+        config,
+        context={"part": item.part, "arch": item.arch, "capacity": item.capacity,
+                 "scheme": item.name},
+    )  # fmt: skip
     if isinstance(outcome, Failure):
         return outcome
     summary = summarize(outcome)
+    unfinished = sum(r.state is not JobState.DONE for r in outcome.records.values())
     return {
         "part": item.part,
+        "arch": item.arch,
+        "capacity": item.capacity,
+        "servers": len(w.cluster.servers),
         "scheme": item.name,
         "seed": item.seed,
         "options": options,
@@ -176,6 +240,8 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         "weighted_completion_time": summary.weighted_completion_time,
         "weighted_from_arrival": weighted_from_arrival(outcome, run_slots),
         "completed": summary.completed,
+        "unfinished": unfinished,
+        "slots": outcome.slots,
         "jobs": len(outcome.records),
         "wall_seconds": outcome.wall_seconds,
     }

@@ -8,43 +8,46 @@ from typing import Any
 
 import numpy as np
 
+from mlsched.experiments.hetero.checks import at
 from mlsched.experiments.hetero.common import SCHEMES, HeteroScale
-from mlsched.experiments.plots import plot_bars, plot_lines
+from mlsched.experiments.plots import plot_lines
 
 __all__ = ["plots"]
-
-
-def _where(s: HeteroScale) -> str:
-    return f"{s.jobs} jobs, {s.servers} servers"
 
 
 def plots(
     out_dir: Path,
     s: HeteroScale,
-    records: Sequence[dict[str, Any]],
+    schemes: Sequence[dict[str, Any]],
     batches: Sequence[dict[str, Any]],
-    sweep: dict[int, list[float]],
 ) -> list[Path]:
     paths: list[Path] = []
-    schemes = [r for r in records if r["part"] == "schemes"]
-    for metric, label, name in (
-        ("weighted_completion_time", "sum of w c (slots)", "fig2_weighted_completion.png"),
-        ("weighted_from_arrival", "sum of w (c - a) (slots)", "weighted_flow.png"),
+    for arch, name, fig in (
+        ("ps", "fig2_weighted_completion_ps.png", "Fig. 2: PS jobs"),
+        ("ring", "fig5_weighted_completion_ring.png", "Fig. 5: ring-all-reduce jobs"),
     ):
-        values = {
-            scheme: (float(np.mean(v)), float(np.std(v)))
-            for scheme in SCHEMES
-            if (v := [r[metric] for r in schemes if r["scheme"] == scheme])
-        }
-        if values:
-            paths.append(
-                plot_bars(
-                    out_dir / name,
-                    values,
-                    ylabel=f"{label}, mean over seeds",
-                    title=f"Figs. 2/5: weighted completion ({_where(s)})",
+        caps = sorted({float(r["capacity"]) for r in schemes if r["arch"] == arch})
+        if not caps:
+            continue
+        series = {}
+        for scheme in SCHEMES:
+            rows = [[r["weighted_completion_time"] for r in at(schemes, arch, c)
+                     if r["scheme"] == scheme] for c in caps]  # fmt: skip
+            if all(rows):
+                series[scheme] = (
+                    [float(np.mean(v)) for v in rows],
+                    [float(np.std(v)) for v in rows],
                 )
+        paths.append(
+            plot_lines(
+                out_dir / name,
+                caps,
+                series,
+                xlabel="cluster capacity / the jobs' ideal demand",
+                ylabel="sum of w c (slots), mean over seeds",
+                title=f"{fig}, {s.jobs} jobs, T = {s.horizon}",
             )
+        )
     sizes = sorted({b["jobs"] for b in batches})
     if sizes:
         series = {
@@ -52,33 +55,20 @@ def plots(
                 [float(np.mean([b[key] for b in batches if b["jobs"] == n])) for n in sizes],
                 [float(np.std([b[key] for b in batches if b["jobs"] == n])) for n in sizes],
             )
-            for key, label in (("maxweight", "A_maxweight"), ("greedy", "Jain et al. greedy"))
+            for key, label in (
+                ("maxweight", "A_maxweight (density order)"),
+                ("maxweight_arrival", "A_maxweight (arrival order)"),
+                ("greedy", "Jain et al. greedy (density order)"),
+            )
         }
         paths.append(
             plot_lines(
                 out_dir / "fig8_maxweight_vs_greedy.png",
                 sizes,
                 series,
-                xlabel=f"jobs in the batch (window {s.batch_tau - 1} slots, {s.servers} servers)",
+                xlabel=f"jobs in the batch (window {s.batch_tau - 1} slots)",
                 ylabel="total weight scheduled",
                 title="Fig. 8: A_maxweight vs Jain et al.'s greedy",
-            )
-        )
-    if sweep:
-        alphas = sorted(sweep)
-        paths.append(
-            plot_lines(
-                out_dir / "alpha_sweep.png",
-                alphas,
-                {
-                    "hetero": (
-                        [float(np.mean(sweep[a])) for a in alphas],
-                        [float(np.std(sweep[a])) for a in alphas],
-                    )
-                },
-                xlabel=f"alpha ({_where(s)})",
-                ylabel="sum of w c (slots), mean over seeds",
-                title="Sensitivity to alpha",
             )
         )
     return paths

@@ -10,14 +10,12 @@ from mlsched.core.job import JobSpec
 from mlsched.core.utility import UtilityKind
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import JobRecord, RunResult
-from mlsched.experiments.costs import RestartCost, paper_assumes_free
+from mlsched.experiments.costs import CHARGED, RestartCost
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
 
 #: What a restart costs in this experiment (every scheme alike; results.json says).
-RESTART: RestartCost = paper_assumes_free(
-    'spec 001: the checkpoint and restore overhead of a re-layout "is assumed zero"'
-)
+RESTART: RestartCost = CHARGED
 
 #: OASiS variants: name -> policy options. ``oasis-nofloor`` is the paper's algorithm with
 #: its price constants as written (spec A7): its checks decide the hypotheses. ``oasis``,

@@ -12,15 +12,13 @@ from mlsched.core.allocation import JobState
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.engine import JobRecord
 from mlsched.engine.summary import summarize
-from mlsched.experiments.costs import RestartCost, paper_assumes_free
+from mlsched.experiments.costs import CHARGED, RestartCost
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
 from mlsched.workloads.pdors import alone_slots
 
 #: What a restart costs in this experiment (every scheme alike; results.json says).
-RESTART: RestartCost = paper_assumes_free(
-    'spec 000: "reconfiguration (checkpoint/restart) between slots costs nothing in the model"'
-)
+RESTART: RestartCost = CHARGED
 
 PRIMARY = "pd_ors"
 #: PD-ORS with the paper's L as written (no utility floor, spec A3) decides the checks;

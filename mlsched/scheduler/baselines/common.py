@@ -20,20 +20,34 @@ def job_rng(seed: int, job_id: str, salt: str = "") -> np.random.Generator:
 #: How a fixed-count baseline picks its PS count: drawn (spec 001 §5.2) or the fewest the
 #: job needs, ceil(W / gamma) under a worker:PS ratio (spec 000 §5.2 item 1, A24).
 PS_RULES = ("drawn", "needed")
+#: How a fixed-count baseline picks a job's workers: drawn U{1..cap} (spec 001 §5.2's FIFO
+#: rule) or the job's ideal count, the cap itself (spec 002 AMB-13: min(D_j, 30)).
+WORKER_RULES = ("drawn", "ideal")
 
 
 def fixed_counts(
-    job: JobSpec, seed: int, *, max_workers: int = 30, max_ps: int = 30, ps_rule: str = "drawn"
+    job: JobSpec,
+    seed: int,
+    *,
+    max_workers: int = 30,
+    max_ps: int = 30,
+    ps_rule: str = "drawn",
+    worker_rule: str = "drawn",
 ) -> tuple[int, int]:
     """The (workers, PSs) a fixed-count baseline runs a job with (spec 001 §5.2).
 
     The user's ``requested_workers``/``requested_ps`` when given; otherwise workers
     ~ U{1..min(max_workers, cap)} and PSs ~ U{1..max_ps} (``ps_rule="drawn"``) or the
     job's ``ps_needed(W)`` (``"needed"``), clamped to [ps_needed(W), W] so the runtime
-    model's PS condition holds.
+    model's PS condition holds. ``worker_rule="ideal"``: workers = min(max_workers, cap),
+    the job's ideal count (spec 002 AMB-13), none drawn.
     """
     if ps_rule not in PS_RULES:
         raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
+    if worker_rule not in WORKER_RULES:
+        raise ValueError(
+            f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
+        )
     rngs: list[np.random.Generator] = []
 
     def draw(high: int) -> int:  # the job's stream, made on first need (it costs ~50 us)
@@ -42,7 +56,7 @@ def fixed_counts(
         return int(rngs[0].integers(1, high + 1))
 
     cap = min(max_workers, job.worker_cap)
-    w = job.requested_workers or draw(cap)
+    w = job.requested_workers or (cap if worker_rule == "ideal" else draw(cap))
     w = max(job.min_workers, min(w, job.worker_cap))
     if not job.uses_ps:
         return w, 0

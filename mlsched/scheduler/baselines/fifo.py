@@ -23,7 +23,7 @@ from typing import Any
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
+from mlsched.scheduler.baselines.common import PS_RULES, WORKER_RULES, fixed_counts
 from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
@@ -43,15 +43,21 @@ class FifoPolicy(Policy):
         max_workers: int = 30,
         max_ps: int = 30,
         ps_rule: str = "drawn",
+        worker_rule: str = "drawn",
         placement: str = "default",
         **options: Any,
     ) -> None:
         super().__init__(**options)
         if ps_rule not in PS_RULES:
             raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
+        if worker_rule not in WORKER_RULES:
+            raise ValueError(
+                f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
+            )
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule
+        self.worker_rule = worker_rule
         self.placement = check_placement(placement)
         self._ring: RingLedger | None = None
         # Ring mode: queued jobs that failed since capacity was last released (free
@@ -80,7 +86,12 @@ class FifoPolicy(Policy):
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         seed = self.context.seed if self.context else 0
         w, p = fixed_counts(
-            job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
+            job,
+            seed,
+            max_workers=self.max_workers,
+            max_ps=self.max_ps,
+            ps_rule=self.ps_rule,
+            worker_rule=self.worker_rule,
         )
         if self.placement == "ring":
             return self._ring_arrival(job, view, w)

@@ -50,7 +50,7 @@ import numpy as np
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import PS_RULES, fixed_counts
+from mlsched.scheduler.baselines.common import PS_RULES, WORKER_RULES, fixed_counts
 from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
@@ -130,6 +130,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         max_workers: int = 30,
         max_ps: int = 30,
         ps_rule: str = "drawn",
+        worker_rule: str = "drawn",
         placement: str = "default",
         **options: Any,
     ) -> None:
@@ -139,9 +140,14 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
                 raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
         if ps_rule not in PS_RULES:
             raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
+        if worker_rule not in WORKER_RULES:
+            raise ValueError(
+                f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
+            )
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule
+        self.worker_rule = worker_rule
         self.placement = check_placement(placement)
         self._ring: RingLedger | None = None
         self._last: dict[str, Placement] = {}  # each job's latest placement
@@ -161,7 +167,12 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         """The fixed (workers, PSs) this policy runs ``job`` with."""
         seed = self.context.seed if self.context else 0
         return fixed_counts(
-            job, seed, max_workers=self.max_workers, max_ps=self.max_ps, ps_rule=self.ps_rule
+            job,
+            seed,
+            max_workers=self.max_workers,
+            max_ps=self.max_ps,
+            ps_rule=self.ps_rule,
+            worker_rule=self.worker_rule,
         )
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:

@@ -18,8 +18,9 @@ the committed jobs of the slot, else it waits a slot.
 
 Options: ``alpha`` (A_maxweight calls per round, default 4, [AMB-2]), ``compact_offsets``,
 ``tie_break`` (``spec`` or ``paper``, [AMB-9]), ``order`` (``arrival``, ``weight`` or
-``density``, [AMB-8]), ``f`` (F of lambda = 2THRF + 1, default 10), ``horizon`` (T when
-the run has none, default 150). Every round is recorded in :attr:`HeteroPolicy.decisions`.
+``density``, [AMB-8]), ``f`` (F of lambda = 2THRF + 1, default 10), ``horizon`` (T of
+lambda: given, it is the paper's nominal T whatever the run's length, which may be far
+longer so that late jobs finish; not given, the run's horizon, else 150). Every round is recorded in :attr:`HeteroPolicy.decisions`.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class HeteroPolicy(Policy):
         tie_break: str = "spec",
         order: str = "arrival",
         f: float = 10.0,
-        horizon: int = DEFAULT_PRICE_HORIZON,
+        horizon: int | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -116,7 +117,7 @@ class HeteroPolicy(Policy):
             isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f) and f >= 1
         ):
             raise ValueError(f"f must be a finite number >= 1, got {f!r}")
-        if not _is_count(horizon):
+        if horizon is not None and not _is_count(horizon):
             raise ValueError(f"horizon must be an integer >= 1 (slots), got {horizon!r}")
         self.alpha = alpha
         self.compact_offsets = compact_offsets
@@ -169,7 +170,7 @@ class HeteroPolicy(Policy):
     # Rounds -----------------------------------------------------------------------------
     def _round(self, slot: int, tau: int, view: ClusterView) -> None:
         start = time.perf_counter()
-        horizon = view.horizon or self.price_horizon
+        horizon = self.price_horizon or view.horizon or DEFAULT_PRICE_HORIZON
         rates = {j.job_id: self._rates.of(j, view) for j, _ in self._pending.values()}
         inputs = round_inputs(
             self._pending.values(), view, view.cluster.types, tau, horizon, self.f, rates

@@ -396,6 +396,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "the baselines' ideal worker count (AMB-13) is drawn instead",
     ),
     Mutant(
+        "dps-renewal-radius-on-free-time",
+        "mlsched/scheduler/dps/bandit.py",
+        "capacity = p * self.capacity * self.horizon / self.runtime_lcb()",
+        "capacity = p * self.capacity * self.horizon / max(1.0, self.horizon - mu)",
+        ("tests/test_dps.py", "-k", "renewal or capacity_bound"),
+        "the renewal bound's runtime from the free time's UCB: 1 slot, a bound that never binds",
+    ),
+    Mutant(
         "reproduction-verdict-from-an-addition",
         "mlsched/experiments/reproduction.py",
         'if check["passed"]:',

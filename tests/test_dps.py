@@ -124,7 +124,8 @@ def test_the_index_by_hand() -> None:
 
 def test_the_capacity_bound_takes_over_once_runtimes_are_learnt() -> None:
     """C = 1, T = 10, three jobs of 9 slots: mu-hat = 1, mu^U = 10 (0.1 + 1/4 + sqrt(0.1/4))
-    = 5.08114; the paper's bound p C mu^U and the renewal bound p C T / (T - mu^U)."""
+    = 5.08114; the paper's bound p C mu^U. The renewal bound p C T / tau^L, tau^L the mean
+    runtime less its radius in slots: 9 - (1/4 + sqrt(9/4)) = 7.25."""
     arms = _arms(capacity=1, horizon=10)
     for _ in range(3):
         arms.finished(9)
@@ -134,7 +135,31 @@ def test_the_capacity_bound_takes_over_once_runtimes_are_learnt() -> None:
     renewal = _arms(capacity=1, horizon=10, capacity_term="renewal")
     for _ in range(3):
         renewal.finished(9)
-    assert renewal.index() == pytest.approx([0.508248, 1.016496, 2.032991], rel=1e-5)
+    assert renewal.runtime_lcb() == pytest.approx(7.25)
+    assert renewal.index() == pytest.approx([0.344828, 0.689655, 1.379310], rel=1e-5)
+    choice = renewal.choose()
+    # The bounds cross at n* = n capacity / demand = 10 x 1.37931 / 20 jobs.
+    assert choice.term == "capacity" and choice.threshold == pytest.approx(0.689655, rel=1e-5)
+
+
+def test_the_renewal_bound_binds_under_load_with_short_runtimes() -> None:
+    """Runtimes of 0.02 T after 100 completions (the default scale's regime): the renewal
+    bound sets the price once the type expects more jobs than its capacity turns over,
+    n Q^U > C T / tau^L, and not below. With the radius on mu/T instead, tau^L was 1 slot
+    and the bound never bound."""
+
+    def arms(expected: int) -> Arms:
+        a = Arms(np.array([0.25, 0.5, 1.0]), expected=expected, capacity=20, max_demand=4,
+                 horizon=1000, eta=math.log(2000), capacity_term="renewal")  # fmt: skip
+        for _ in range(100):
+            a.offered(2, 2)
+            a.finished(20)
+        return a
+
+    assert 15 < arms(2000).runtime_lcb() < 20
+    busy, light = arms(2000).choose(), arms(50).choose()
+    assert busy.term == "capacity" and light.term == "demand"
+    assert 50 < busy.threshold < 2000
 
 
 def test_the_literal_radius_is_not_scaled_to_the_demand() -> None:

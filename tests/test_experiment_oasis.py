@@ -118,19 +118,20 @@ def default_scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the shared default-scale run: minutes on 2 cores
 def test_the_default_scale_holds_its_claims(default_scale: dict[str, Any]) -> None:
-    """``mlsched experiment oasis`` as documented (default scale, its six seeds): no failed
-    run, each verdict follows its numbers, and every check holds but those reported below
-    (docs/reproduction.md gives each claim's verdict, figures and cause).
+    """``mlsched experiment oasis`` as documented (default scale, its six seeds, restarts
+    charged): no failed run, each verdict follows its numbers, and every check holds but
+    those reported below (docs/reproduction.md gives each claim's verdict, figures and
+    cause).
 
-    Reported, not required: H1 for the paper's OASiS (no utility floor: it trails the best
-    baseline at 15 and 30 jobs, prices near zero, spec A7); H2 for both (counted over every
-    job, a job OASiS leaves unfinished is late by the most); H4 for both (the U/L factor's
-    effect is inside the spread between seeds at this scale: at 60 jobs the six factors'
-    means lay within 361-389 over six seeds, and under- against over-estimates held and
-    failed in turn as unrelated plan rules changed, docs/algorithms/oasis.md); H5 for the
-    paper's OASiS (its simulated lead at 60 jobs is smaller than the testbed setting's)."""
+    Reported, not required: H1 and H1b for the paper's OASiS (no utility floor: it trails
+    the best baseline at every count, -25 / -139 / -18, prices near zero, spec A7); H2 for
+    both (counted over every job, a job OASiS leaves unfinished is late by the most); H4
+    for both (the U/L factor's effect is inside the spread between seeds at this scale: it
+    has held and failed in turn as unrelated plan rules changed, docs/algorithms/oasis.md);
+    H5 for the paper's OASiS (its testbed lead is not the smaller)."""
     floor = " [OASiS + utility floor (ours)]"
     h1 = "H1: OASiS has the highest total utility at every job count"
+    h1b = "H1: OASiS leads at the most jobs and its lead grows with the number of jobs"
     h2 = (
         "H2: OASiS's completion time minus target is closest to 0 with the smallest spread, "
         "in both classes"
@@ -140,7 +141,7 @@ def test_the_default_scale_holds_its_claims(default_scale: dict[str, Any]) -> No
         "are scarce"
     )
     h5 = "H5: on the testbed setting OASiS leads as in the simulation, by a smaller margin"
-    informational = {h1, h2, h2 + floor, h4, h4 + floor, h5}
+    informational = {h1, h1b, h2, h2 + floor, h4, h4 + floor, h5}
     assert informational <= {c["name"] for c in default_scale["checks"]}
     assert_claims_checked(default_scale)
     failed = [

@@ -92,6 +92,16 @@ def verdicts(results: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
+#: A check's detail beyond this many characters is cut (results.json keeps it whole).
+DETAIL_CHARS = 1500
+
+
+def _shorten(text: str) -> str:
+    if len(text) <= DETAIL_CHARS:
+        return text
+    return text[:DETAIL_CHARS].rsplit(" ", 1)[0] + " ... (the rest in results.json)"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -153,7 +163,7 @@ def render(results: Mapping[str, Any], command: str) -> str:
                 lines.append(f"  {label}: {'holds' if ok else 'does not hold'}.")
             if v.detail:
                 what = "Why" if v.verdict in (NOT_TESTED, NOT_RUN) else "Measured"
-                lines.append(f"  {what}: {v.detail}")
+                lines.append(f"  {what}: {_shorten(v.detail)}")
             if v.verdict == NOT_REPRODUCED and v.claim.cause:
                 lines.append(f"  Cause: {v.claim.cause}.")
         if res is not None:

@@ -19,7 +19,7 @@ independent and spread over the machine's cores (:mod:`mlsched.experiments.pool`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,14 @@ from mlsched.experiments.base import (
     Check,
     ProgressFactory,
     check_no_failures,
+    decided_per_algorithm,
     mean_summary,
     register_experiment,
 )
 from mlsched.experiments.dps.common import (
+    ADDITIONS,
     BENCHMARK,
+    PAPER_RADIUS,
     PRIMARY,
     RESTART,
     SCALE_SETTINGS,
@@ -71,7 +74,7 @@ def _items(s: DpsScale, seeds: int) -> list[Item]:
         ("theta", "explore_fraction", s.thetas),
     ):
         items += [
-            Item(part, seed, _variant(part, v), "dps", ((option, v),), s)
+            Item(part, seed, _variant(part, v), "dps", (*PAPER_RADIUS.items(), (option, v)), s)
             for v in values
             if (part, v) not in _SAME
             for seed in range(seeds)
@@ -118,9 +121,17 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         "delta": _sweep(records, "delta", s.delta_scales),
         "theta": _sweep(records, "theta", s.thetas),
     }
+    why = explain(diagnosis)
+    profit = {d: check_profit_order(schemes, why, d) for d in (PRIMARY, *ADDITIONS)}
+    regret = {d: check_regret(regret_facts(schemes, d)) for d in (PRIMARY, *ADDITIONS)}
+    # Each of (i) and (ii) decided for the paper's DPS, our normalised radii a row apart.
     checks: list[Check] = [
-        *check_profit_order(schemes, explain(diagnosis)),
-        check_regret(facts),
+        *(
+            c
+            for i in range(len(profit[PRIMARY]))
+            for c in decided_per_algorithm(_nth(profit, i), PRIMARY, ADDITIONS)
+        ),
+        *decided_per_algorithm(regret.__getitem__, PRIMARY, ADDITIONS),
         check_runtime(schemes),
         check_u_shape("delta (x Theorem 2's)", s.delta_scales, sweeps["delta"]["regret"], 1.0),
         check_u_shape("theta", s.thetas, sweeps["theta"]["regret"], 0.11),
@@ -162,6 +173,10 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
     }
+
+
+def _nth(by_scheme: dict[str, list[Check]], i: int) -> Callable[[str], Check]:
+    return lambda scheme: by_scheme[scheme][i]
 
 
 def _thin(bench: Sequence[Any], ours: Sequence[Any], step: int) -> list[float]:

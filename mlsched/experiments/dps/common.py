@@ -24,18 +24,26 @@ from mlsched.workloads.loading import load_workload
 #: What a restart costs in this experiment (every scheme alike; results.json says).
 RESTART: RestartCost = CHARGED
 
+#: The paper's confidence radii (eqs. 13-14) are in the units of what they bound (units
+#: sold, slots): ``radius_scale="literal"``. DPS, DPS-simple, DPS-RS and the sweeps run so.
+PAPER_RADIUS: dict[str, Any] = {"radius_scale": "literal"}
 #: The compared schemes (spec 004 §3.7): name -> (policy, options). DPS-simple is DPS
-#: without exploration (θ = 0), DPS-RS DPS with random placement.
+#: without exploration (θ = 0), DPS-RS DPS with random placement. ``dps-normalized``: DPS
+#: with the radii on Q/D and μ/T (spec A10's resolution, the policy's default; ours here),
+#: its checks rows of their own.
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
-    "dps": ("dps", {}),
-    "dps-simple": ("dps-simple", {}),
+    "dps": ("dps", dict(PAPER_RADIUS)),
+    "dps-normalized": ("dps", {"radius_scale": "normalized"}),
+    "dps-simple": ("dps-simple", dict(PAPER_RADIUS)),
     "bfp": ("bfp", {}),
     "top": ("top", {}),
     "random-price": ("random-price", {}),
-    "rs": ("rs", {}),
+    "rs": ("rs", dict(PAPER_RADIUS)),
 }
 PRIMARY = "dps"
 BENCHMARK = "bfp"
+#: Our additions to the paper's DPS: scheme -> the label of its checks' rows.
+ADDITIONS: dict[str, str] = {"dps-normalized": "DPS + normalised radii (spec A10, ours)"}
 
 #: Sweeps (Figs. 5 and 6): DPS with Theorem 2's δ times each factor, and with each θ.
 DELTA_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -124,6 +132,13 @@ def runtimes(result: RunResult) -> list[int]:
     return [int(r.completion_slot - r.admitted_slot + 1) for r in done]  # type: ignore[operator]
 
 
+def _expected(policy: Policy) -> float | None:
+    """The mean over a posted-price run's types of the jobs each expected (n)."""
+    book = getattr(policy, "_book", None)
+    types = list(getattr(book, "types", {}).values())
+    return float(np.mean([t.expected for t in types])) if types else None
+
+
 def run_item(item: Item) -> dict[str, Any] | Failure:
     """Run one item: its summary, profit curve, runtimes and (for BFP) the prices found."""
     w = workload(item.scale, item.seed)
@@ -176,5 +191,6 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         "runtimes": runtimes(outcome),
         "explore_end": max(explored) if explored else None,
         "offers": offer_facts(getattr(seen[0], "decisions", ())) if seen else None,
+        "expected_per_type": _expected(seen[0]) if seen else None,
         **extra,
     }

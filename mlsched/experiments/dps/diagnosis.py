@@ -32,6 +32,7 @@ def offer_facts(decisions: Iterable[Any]) -> dict[str, Any]:
     zero or with no offer; for DPS's own (``exploit``) offers, on how many each role's
     capacity bound was the smaller; the mean unit price offered per role."""
     priced: dict[str, list[float]] = {r: [] for r in ROLES}
+    thresholds: dict[str, list[float]] = {r: [] for r in ROLES}
     capacity = {r: 0 for r in ROLES}
     exploited = {r: 0 for r in ROLES}  # DPS's own offers with a price for the role
     counts = {"priced": 0, "zero_price": 0, "zero_price_accepted": 0, "exploit": 0}
@@ -50,11 +51,17 @@ def offer_facts(decisions: Iterable[Any]) -> dict[str, Any]:
             priced[role].append(float(getattr(d, f"{role}_price")))
             exploited[role] += d.phase == "exploit"
             capacity[role] += getattr(d, f"{role}_term") == "capacity"
+            threshold = getattr(d, f"{role}_threshold", None)
+            if d.phase == "exploit" and threshold is not None:
+                thresholds[role].append(float(threshold))
     return {
         **counts,
         "capacity_bound": capacity,
         "exploit_by_role": exploited,
         "mean_price": {r: float(np.mean(v)) if v else None for r, v in priced.items()},
+        # The median over DPS's own offers of the jobs per type from which the capacity
+        # bound would have set the price.
+        "threshold": {r: float(np.median(v)) if v else None for r, v in thresholds.items()},
     }
 
 
@@ -81,15 +88,34 @@ def diagnose(
             bound = sum(r["offers"]["capacity_bound"][role] for r in dps)
             shares[role] = bound / offers if offers else 0.0
         out["capacity_bound_share"] = shares
+        out["capacity_threshold"] = {
+            role: _mean([r["offers"].get("threshold", {}).get(role) for r in dps]) for role in ROLES
+        }
+        out["expected_per_type"] = _mean([r.get("expected_per_type") for r in dps])
         out["zero_price_jobs"] = float(np.mean([r["offers"]["zero_price_accepted"] for r in dps]))
     profits = {n: float(np.mean([r["profit"] for r in rs])) for n, rs in by_scheme.items()}
     if profits.get(benchmark) and profits.get("random-price"):
         out["bfp_over_random"] = profits[benchmark] / profits["random-price"]
+    if profits.get(benchmark) and primary in profits:
+        # The paper's headline: DPS's final profit over BFP's (125 %).
+        out["dps_over_bfp"] = profits[primary] / profits[benchmark]
     out["mean_price"] = {
         name: {role: _mean([r["offers"]["mean_price"][role] for r in rs]) for role in ROLES}
         for name, rs in sorted(by_scheme.items())
     }
     return out
+
+
+def _threshold_text(facts: dict[str, Any]) -> str:
+    limit = facts.get("capacity_threshold") or {}
+    n = facts.get("expected_per_type")
+    shown = [f"{role} {v:,.0f}" for role in ROLES if (v := limit.get(role)) is not None]
+    if not shown:
+        return ""
+    return (
+        f" (it would be from about {' and '.join(shown)} jobs per type, the median over "
+        f"DPS's offers" + (f", against {n:,.0f} expected" if n is not None else "") + ")"
+    )
 
 
 def explain(facts: dict[str, Any]) -> dict[str, str]:
@@ -99,8 +125,9 @@ def explain(facts: dict[str, Any]) -> dict[str, str]:
     if share:
         out["simple"] = (
             f"; the capacity bound, the only way learnt runtimes reach a price, was the smaller "
-            f"on {share['worker']:.1%} of DPS's worker and {share['ps']:.1%} of its PS prices; "
-            f"exploration gave {facts['zero_price_jobs']:.0f} jobs per run away at price 0"
+            f"on {share['worker']:.1%} of DPS's worker and {share['ps']:.1%} of its PS prices"
+            + _threshold_text(facts)
+            + f"; exploration gave {facts['zero_price_jobs']:.0f} jobs per run away at price 0"
         )
     ratio = facts.get("bfp_over_random")
     if ratio:

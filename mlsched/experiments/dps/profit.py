@@ -34,12 +34,12 @@ def finals(records: Sequence[dict[str, Any]], scheme: str) -> dict[int, float]:
 
 
 def _order(
-    records: Sequence[dict[str, Any]], other: str, factor: float, strict: bool
+    records: Sequence[dict[str, Any]], other: str, factor: float, strict: bool, primary: str
 ) -> tuple[bool, str]:
-    ours, theirs = finals(records, PRIMARY), finals(records, other)
+    ours, theirs = finals(records, primary), finals(records, other)
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
-        return False, f"no runs of {PRIMARY} and {other} on the same seeds"
+        return False, f"no runs of {primary} and {other} on the same seeds"
     mine = float(np.mean([ours[s] for s in seeds]))
     base = float(np.mean([theirs[s] for s in seeds]))
 
@@ -49,20 +49,20 @@ def _order(
     wins = sum(beats(ours[s], theirs[s]) for s in seeds)
     ratio = mine / base if base > 0 else float("inf")
     return beats(mine, base), (
-        f"{PRIMARY} {mine:,.1f} vs {other} {base:,.1f} (ratio {ratio:.2f}); holds on "
+        f"{primary} {mine:,.1f} vs {other} {base:,.1f} (ratio {ratio:.2f}); holds on "
         f"{wins}/{len(seeds)} seeds"
     )
 
 
 def check_profit_order(
-    records: Sequence[dict[str, Any]], why: dict[str, str] | None = None
+    records: Sequence[dict[str, Any]], why: dict[str, str] | None = None, primary: str = PRIMARY
 ) -> list[Check]:
-    """The three orderings of (i); ``why`` adds the diagnosis' texts (``simple``,
-    ``random``) to the details of the first two."""
+    """The three orderings of (i) for ``primary``; ``why`` adds the diagnosis' texts
+    (``simple``, ``random``) to the details of the first two."""
     why = why or {}
-    simple, d1 = _order(records, "dps-simple", 1.0, True)
-    rand, d2 = _order(records, "random-price", WIDE_MARGIN, False)
-    top, d3 = _order(records, "top", 1.0, False)
+    simple, d1 = _order(records, "dps-simple", 1.0, True, primary)
+    rand, d2 = _order(records, "random-price", WIDE_MARGIN, False, primary)
+    top, d3 = _order(records, "top", 1.0, False, primary)
     return [
         Check("(i) DPS earns more than DPS-simple", simple, d1 + why.get("simple", "")),
         Check(f"(i) DPS earns at least {WIDE_MARGIN:g}x Random", rand, d2 + why.get("random", "")),
@@ -80,15 +80,16 @@ def regret_curves(records: Sequence[dict[str, Any]], scheme: str = PRIMARY) -> n
     return np.stack([np.asarray(bench[s]) - np.asarray(ours[s]) for s in seeds])
 
 
-def regret_facts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def regret_facts(records: Sequence[dict[str, Any]], scheme: str = PRIMARY) -> dict[str, Any]:
     """The mean regret curve's landmarks: where exploration ended, the regret there, the
-    peak, the first slot after the peak at or below zero, the final regret and BFP's."""
-    curves = regret_curves(records)
+    peak, the first slot after the peak at or below zero, the final regret and BFP's, and
+    ``scheme``'s final profit over BFP's (the paper's headline: 125 %)."""
+    curves = regret_curves(records, scheme)
     if not curves.size:
         return {}
     mean = curves.mean(axis=0)
     ends = [
-        r["explore_end"] for r in records if r["scheme"] == PRIMARY and r["explore_end"] is not None
+        r["explore_end"] for r in records if r["scheme"] == scheme and r["explore_end"] is not None
     ]
     explore_end = round(float(np.mean(ends))) if ends else 0
     peak = int(np.argmax(mean))
@@ -103,6 +104,7 @@ def regret_facts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "final_regret": float(mean[-1]),
         "final_regret_by_seed": [float(c[-1]) for c in curves],
         "bfp_final_profit": bfp,
+        "over_bfp": 1.0 - float(mean[-1]) / bfp if bfp > 0 else None,
     }
 
 
@@ -123,5 +125,7 @@ def check_regret(facts: dict[str, Any]) -> Check:
         f"{'at slot ' + str(facts['zero_crossing_slot']) if crossing else 'none'}; final "
         f"{facts['final_regret']:,.1f} = {facts['final_regret'] / facts['bfp_final_profit']:.1%} "
         f"of BFP's {facts['bfp_final_profit']:,.1f} (allowed {NEAR_ZERO:.0%}); final regret > 0 "
-        f"on {sum(v > 0 for v in by_seed)}/{len(by_seed)} seeds",
+        f"on {sum(v > 0 for v in by_seed)}/{len(by_seed)} seeds; final profit "
+        + ("-" if facts.get("over_bfp") is None else f"{facts['over_bfp']:.0%}")
+        + " of BFP's (the paper: 125 %)",
     )

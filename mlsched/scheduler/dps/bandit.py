@@ -8,7 +8,10 @@ the units sold at p. Per type: the completed jobs and the sum of their free time
 
 with ``n p Q^U(p)`` the demand bound (n jobs expected, Q^U the optimistic units sold per
 offer) and the capacity term ``p C μ^U`` (``capacity_term="paper"``, A4) or
-``p C T / max(1, T - μ^U)`` (``"renewal"``: the units resellable over T). The radii
+``p C T / τ^L`` (``"renewal"``: the units resellable over T, τ^L a lower confidence bound
+of the type's runtime in slots, its radius on the runtime itself: put on μ/T, the radius of
+μ^U, about 0.3 with ~100 completions against runtimes of 0.02 T, left τ^L at 1 slot and the
+bound never bound). The radii
 ``r(x) = η/(1+N) + sqrt(η x/(1+N))`` apply to Q/D and μ/T (``radius_scale="normalized"``,
 A10's default) or to Q and μ as they are (``"literal"``). An arm never offered has Q^U = D
 (normalised) and, before any job of the type completed, μ^U = T (A9): untried high prices
@@ -36,6 +39,9 @@ class Choice:
     price: float
     index: float
     term: str
+    #: The expected jobs of the type from which the capacity bound is the smaller at this
+    #: arm (n C μ^U / (n Q^U) for the paper's term): above it learnt runtimes set the price.
+    threshold: float = float("inf")
 
 
 class Arms:
@@ -90,14 +96,22 @@ class Arms:
         m = mean / t
         return float(t * min(1.0, m + float(self._radius(m, self.completed))))
 
+    def runtime_lcb(self) -> float:
+        """τ^L, in slots: the type's mean runtime less its radius (literal, in slots: the
+        runtime is a small share of T, which a radius on μ/T swamps); 1 before any job of
+        the type completed (optimistic, as μ^U = T, A9)."""
+        if self.completed == 0:
+            return 1.0
+        tau = self.horizon - self.free_time / self.completed
+        return max(1.0, float(tau - self._radius(max(tau, 0.0), self.completed)))
+
     def terms(self) -> tuple[np.ndarray, np.ndarray]:
         """(demand bound, capacity bound) per arm."""
         p = self.grid
         demand = self.expected * p * self.sale_rate_ucb()
         mu = self.free_time_ucb()
         if self.capacity_term == "renewal":
-            lasting = max(1.0, self.horizon - mu)  # τ^L
-            capacity = p * self.capacity * self.horizon / lasting
+            capacity = p * self.capacity * self.horizon / self.runtime_lcb()
         else:
             capacity = p * self.capacity * mu
         return demand, capacity
@@ -111,7 +125,11 @@ class Arms:
         best = float(index.max())
         k = int(np.flatnonzero(index >= best - 1e-12 * max(1.0, abs(best)))[-1])
         term = "demand" if demand[k] <= capacity[k] else "capacity"
-        return Choice(k, float(self.grid[k]), float(index[k]), term)
+        # Demand is n p Q^U: the bounds cross at n* = n capacity / demand.
+        threshold = (
+            float(self.expected * capacity[k] / demand[k]) if demand[k] > 0 else float("inf")
+        )
+        return Choice(k, float(self.grid[k]), float(index[k]), term, threshold)
 
     def offered(self, arm: int, units_sold: int) -> None:
         """One offer at ``arm``; ``units_sold`` is d if the user accepted, else 0."""

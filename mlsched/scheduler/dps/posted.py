@@ -17,6 +17,7 @@ runtime, and the seconds the decision took).
 
 from __future__ import annotations
 
+import math
 import time
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -71,6 +72,9 @@ class Offer:
     ps_index: float | None = None
     worker_term: str = ""
     ps_term: str = ""
+    #: Jobs of the type from which the capacity bound would set the price (``Choice``).
+    worker_threshold: float | None = None
+    ps_threshold: float | None = None
     accepted: bool | None = None
     colocated: bool | None = None
     servers: int = 0
@@ -239,6 +243,8 @@ class PostedPricePolicy(Policy):
             if choice is not None:
                 setattr(offer, f"{role}_index", choice.index)
                 setattr(offer, f"{role}_term", choice.term)
+                finite = choice.threshold if math.isfinite(choice.threshold) else None
+                setattr(offer, f"{role}_threshold", finite)
 
     def _place(self, shape: Shape) -> Placement | None:
         assert self._filler is not None and self.context is not None

@@ -16,7 +16,7 @@ from mlsched.experiments.oasis.utility import _check_h4
 
 CLASSES = ("sensitive", "critical")
 PAPER = "oasis-nofloor"
-FLOOR = "[OASiS + utility floor (ours)]"
+FLOOR = "[OASiS + utility floor + level plans (ours)]"
 
 
 def _paper(checks: list[Check]) -> Check:

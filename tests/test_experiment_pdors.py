@@ -34,7 +34,7 @@ PAPER = "pd_ors-nofloor"
 NAMES = (PAPER, "oasis", "fifo", "drf", "dorm")
 #: Every scheme of the experiment: the paper's PD-ORS, ours with the floor, the baselines.
 ALL = (*NAMES, "pd_ors")
-FLOOR = "[PD-ORS + utility floor (ours)]"
+FLOOR = "[PD-ORS + utility floor + level plans (ours)]"
 
 
 def rec(scheme: str, utility: float, **kw: Any) -> dict[str, Any]:
@@ -150,7 +150,10 @@ def test_oasis_runs_on_split_pools_and_dorm_adjusts_a_fifth():
     s = schemes()
     assert set(s) == set(ALL)
     assert s["oasis"].pools == "split" and s["pd_ors"].pools == "shared"
-    assert s["pd_ors"].options == {} and s["pd_ors-nofloor"].options == {"utility_floor": 0.0}
+    # The paper's PD-ORS and its OASiS baseline: no utility floor, no level plans (ours).
+    paper = {"utility_floor": 0.0, "steady_slack": 0.0}
+    assert s["pd_ors"].options == {} and s["pd_ors-nofloor"].options == paper
+    assert s["oasis"].options == paper
     assert s["dorm"].options["adjust_fraction"] == 0.2
     assert s["fifo"].options == {"ps_rule": "needed"}
 
@@ -223,24 +226,21 @@ def test_pd_ors_earns_the_most_utility_at_a_contended_point():
 @pytest.mark.timeout(1800)  # minutes on 2 cores
 def test_the_default_scale_holds_its_claims(tmp_path: Path) -> None:
     """``mlsched experiment pdors`` as documented (default scale, its eight seeds: means
-    over eight job sets, every scheme on the same jobs per seed; restarts charged) passes
-    checks 1, 3 and 4 for the paper's PD-ORS (no utility floor) and 1-3 and 6 for ours
-    with the floor, and no run fails; the points and their reasons are in
-    docs/algorithms/pd_ors.md.
+    over eight job sets, every scheme on the same jobs per seed; restarts charged; OASiS
+    the baseline as its paper defines it) passes checks 1-4 and 6 for the paper's PD-ORS
+    (no utility floor, no level plans) and 1-3 and 6 for ours with them, and no run fails;
+    the points and their reasons are in docs/algorithms/pd_ors.md. Check 5 is reported, not
+    required: the rounding ratio falls all the way to the largest gain (4.37 below 1, 0.98
+    at 1, 0.91 at 1.2), so the paper's U is not reproduced.
 
-    Reported, not required: check 5 (the rounding ratio falls all the way to the largest
-    gain: the paper's U is not reproduced); checks 2 and 6 for the paper's PD-ORS, which
-    are inside the spread between seeds: with free restarts both held (lead over OASiS
-    +23 / +17 / +23, mix gains +53 % against +44 %), with 30-s restarts on one-hour slots
-    both fail (+23 / +18 / +22; +64 % against +71 %)."""
+    Measured: lead over OASiS +34 / +44 / +80 at 15 / 30 / 50 jobs; gain over OASiS +277 %
+    with the 10/55/35 mix against +96 % with 30/69/1. Against OASiS as shipped (our floor
+    and level plans) both were inside the spread between seeds and failed with restarts
+    charged (+23 / +18 / +22; +64 % against +71 %)."""
     res = run_experiment("pdors", out_dir=tmp_path, scale="default")
     assert res["seeds"] == 8
     assert_claims_checked(res)
-    reported = {
-        "5: the rounding ratio is U-shaped in G_delta with its minimum near 1",
-        "2: PD-ORS's advantage over OASiS grows with the number of jobs",
-        "6: the gain over OASiS is smaller with the 30/69/1 mix than with 10/55/35",
-    }
+    reported = {"5: the rounding ratio is U-shaped in G_delta with its minimum near 1"}
     assert reported <= {c["name"] for c in res["checks"]}
     failed = [
         (c["name"], c["detail"])

@@ -18,7 +18,7 @@ from mlsched.experiments.claims import CLAIMS, PAPERS, Claim, claims_of
 from mlsched.experiments.reproduction import render, verdicts
 
 H1 = "H1: OASiS has the highest total utility at every job count"
-FLOOR = "OASiS + utility floor (ours)"
+FLOOR = "OASiS + utility floor + level plans (ours)"
 
 
 def _results(experiment: str, checks: list[tuple[str, bool]]) -> dict[str, Any]:

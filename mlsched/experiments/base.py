@@ -217,7 +217,7 @@ def mean_summary(summaries: Sequence[Summary | Mapping[str, Any]]) -> dict[str, 
 
 def addition_check(name: str, label: str) -> str:
     """The name of check ``name`` decided for one of our additions (``label``, e.g.
-    "OASiS + utility floor (ours)"): a row of its own, never the paper's claim."""
+    "OASiS + utility floor + level plans (ours)"): a row of its own, never the paper's claim."""
     return f"{name} [{label}]"
 
 

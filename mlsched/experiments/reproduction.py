@@ -156,16 +156,16 @@ def render(results: Mapping[str, Any], command: str) -> str:
             )
         for v in (v for v in rows if v.claim.spec == spec):
             lines += ["", f"- **{v.claim.id}** ({v.claim.figure}): {v.claim.says}.", ""]
-            lines.append(f"  Verdict: **{v.text}**.")
+            lines.append(f"  - Verdict: **{v.text}**.")
             if v.claim.check:
-                lines.append(f"  Check: \u201c{v.claim.check}\u201d.")
+                lines.append(f"  - Check: \u201c{v.claim.check}\u201d.")
             for label, ok in v.additions:
-                lines.append(f"  {label}: {'holds' if ok else 'does not hold'}.")
+                lines.append(f"  - {label}: {'holds' if ok else 'does not hold'}.")
             if v.detail:
                 what = "Why" if v.verdict in (NOT_TESTED, NOT_RUN) else "Measured"
-                lines.append(f"  {what}: {_shorten(v.detail)}")
+                lines.append(f"  - {what}: {_shorten(v.detail)}")
             if v.verdict == NOT_REPRODUCED and v.claim.cause:
-                lines.append(f"  Cause: {v.claim.cause}.")
+                lines.append(f"  - Cause: {v.claim.cause}.")
         if res is not None:
             claimed = {c.check for c in CLAIMS if c.check}
             own = [

@@ -2,7 +2,8 @@
 
 Both take the same batch (a seed's jobs, all waiting, none started) as a round of A_online
 would see it: the same shapes, normalised units and window of ``batch_tau - 1`` slots on
-an empty cluster (:func:`~mlsched.scheduler.hetero.batch.round_inputs`), lambda's T the
+an empty cluster, the same for every batch size (the experiment's own cluster at its
+default capacity) (:func:`~mlsched.scheduler.hetero.batch.round_inputs`), lambda's T the
 paper's horizon. A_maxweight is one call (Alg. 3, the policy's default F); the greedy is
 GreedyRTL. Both take the jobs in the same order (the greedy's value density), so that they
 differ in their rule, not their order; A_maxweight in arrival order (the policy's own) is
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlsched.experiments.hetero.common import HeteroScale, workload
+from mlsched.experiments.hetero.common import HeteroScale, on_servers, workload
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.hetero.batch import round_inputs
 from mlsched.scheduler.hetero.greedy_rtl import greedy_rtl, scheduled_weight
@@ -36,7 +37,14 @@ class BatchItem:
 
 def run_batch(item: BatchItem) -> dict[str, Any]:
     s = item.scale
-    w = workload(item.seed, item.jobs, s.horizon, "ps", s.default_capacity, s.run_factor)
+    # One cluster for every batch size (the experiment's own at its default capacity), as
+    # the paper's Fig. 8 varies the jobs on fixed servers.
+    servers = len(
+        workload(
+            item.seed, s.jobs, s.horizon, "ps", s.default_capacity, s.run_factor
+        ).cluster.servers
+    )
+    w = on_servers(item.seed, item.jobs, s.horizon, "ps", servers, s.run_factor)
     view = ClusterView(
         slot=0,
         slot_seconds=w.slot_seconds,

@@ -72,8 +72,8 @@ class HeteroScale:
     T (far past the last completion; the unfinished count is reported and fails a check).
     alpha: hetero at each of ``alphas`` (besides the default 4) at the default capacity.
     maxweight (Fig. 8): one A_maxweight call and Jain et al.'s greedy on a batch of each of
-    ``batch_jobs`` jobs (PS-only) over a window of ``batch_tau`` slots on a cluster of
-    ``default_capacity``.
+    ``batch_jobs`` jobs (PS-only) over a window of ``batch_tau`` slots on the cluster of
+    the schemes' PS part at ``default_capacity`` (one cluster for every batch size).
     """
 
     jobs: int
@@ -106,7 +106,8 @@ SCALE_SETTINGS: dict[str, HeteroScale] = {
         default_capacity=0.35,
         run_factor=64,
         alphas=(1,),
-        batch_jobs=(10, 20, 40),
+        # A 40-job batch's shapes cost about 20 s per seed on these clusters.
+        batch_jobs=(10, 20),
         batch_tau=64,
     ),
     "paper": HeteroScale(
@@ -141,26 +142,27 @@ def servers_for(capacity: float, demand_gpus: float) -> int:
 
 
 @lru_cache(maxsize=16)
+def on_servers(
+    seed: int, jobs: int, horizon: int, arch: str, servers: int, run_factor: int
+) -> Workload:
+    """A seed's jobs of one architecture part (the same whatever the cluster) on
+    ``servers`` servers, the run bounded at run_factor T."""
+    return load_workload(
+        "hetero-paper",
+        seed=seed,
+        jobs=jobs,
+        horizon=horizon,
+        options={"servers": servers, "ra_share": ARCHS[arch], "run_slots": run_factor * horizon},
+    )
+
+
 def workload(
     seed: int, jobs: int, horizon: int, arch: str, capacity: float, run_factor: int
 ) -> Workload:
-    """A seed's jobs of one architecture part (the same whatever the cluster) on the
-    cluster holding ``capacity`` of their ideal demand; the run bounded at run_factor T."""
-
-    def load(servers: int) -> Workload:
-        return load_workload(
-            "hetero-paper",
-            seed=seed,
-            jobs=jobs,
-            horizon=horizon,
-            options={
-                "servers": servers,
-                "ra_share": ARCHS[arch],
-                "run_slots": run_factor * horizon,
-            },
-        )
-
-    return load(servers_for(capacity, ideal_gpus(load(1))))
+    """A seed's jobs of one architecture part on the cluster holding ``capacity`` of their
+    ideal demand."""
+    demand = ideal_gpus(on_servers(seed, jobs, horizon, arch, 1, run_factor))
+    return on_servers(seed, jobs, horizon, arch, servers_for(capacity, demand), run_factor)
 
 
 @dataclass(frozen=True)

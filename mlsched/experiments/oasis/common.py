@@ -17,18 +17,21 @@ from mlsched.workloads.loading import load_workload
 #: What a restart costs in this experiment (every scheme alike; results.json says).
 RESTART: RestartCost = CHARGED
 
-#: OASiS variants: name -> policy options. ``oasis-nofloor`` is the paper's algorithm with
-#: its price constants as written (spec A7): its checks decide the hypotheses. ``oasis``,
-#: the policy as shipped, adds the utility floor (the spec's optional remedy for A7, ours):
-#: its checks are rows of their own.
+#: OASiS variants: name -> policy options. ``oasis-nofloor`` is the paper's algorithm: its
+#: price constants as written (no utility floor, spec A7) and the cheapest plan of its DP
+#: (``steady_slack=0``: no level plans); its checks decide the hypotheses. ``oasis``, the
+#: policy as shipped, adds the utility floor (the spec's optional remedy for A7) and level
+#: plans (docs/algorithms/pd_ors.md), both ours: its checks are rows of their own.
 PRIMARY = "oasis"
 PAPER = "oasis-nofloor"
+#: OASiS as its paper defines it (also the baseline of the pdors experiment).
+PAPER_OPTIONS: dict[str, Any] = {"utility_floor": 0.0, "steady_slack": 0.0}
 OASIS_VARIANTS: dict[str, dict[str, Any]] = {
     "oasis": {},
-    "oasis-nofloor": {"utility_floor": 0.0},
+    "oasis-nofloor": dict(PAPER_OPTIONS),
 }
 #: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
-ADDITIONS: dict[str, str] = {PRIMARY: "OASiS + utility floor (ours)"}
+ADDITIONS: dict[str, str] = {PRIMARY: "OASiS + utility floor + level plans (ours)"}
 #: The paper's baselines (spec 001 §5.2).
 BASELINES: tuple[str, ...] = ("fifo", "drf", "rrh", "dorm")
 #: Fig. 6's U/L estimates as multiples of the true value.

@@ -21,13 +21,14 @@ from mlsched.workloads.pdors import alone_slots
 RESTART: RestartCost = CHARGED
 
 PRIMARY = "pd_ors"
-#: PD-ORS with the paper's L as written (no utility floor, spec A3) decides the checks;
-#: PD-ORS as shipped adds the utility floor (ours) and its checks are rows of their own.
+#: PD-ORS as its paper defines it decides the checks: L as written (no utility floor, spec
+#: A3) and the cheapest plan of its DP (``steady_slack=0``: no level plans). PD-ORS as
+#: shipped adds both (ours); its checks are rows of their own.
 PAPER = "pd_ors-nofloor"
-VARIANTS: dict[str, dict[str, Any]] = {PAPER: {"utility_floor": 0.0}}
+VARIANTS: dict[str, dict[str, Any]] = {PAPER: {"utility_floor": 0.0, "steady_slack": 0.0}}
 PDORS = (PRIMARY, *VARIANTS)
 #: Our additions to the paper's algorithm: scheme -> the label of its checks' rows.
-ADDITIONS: dict[str, str] = {PRIMARY: "PD-ORS + utility floor (ours)"}
+ADDITIONS: dict[str, str] = {PRIMARY: "PD-ORS + utility floor + level plans (ours)"}
 #: The paper's job mix and its Google-trace-like one (spec 000 §5.1).
 MIXES: dict[str, tuple[float, float, float]] = {
     "10/55/35": (0.10, 0.55, 0.35),
@@ -49,8 +50,9 @@ def schemes() -> dict[str, Scheme]:
     return {
         "pd_ors": Scheme("pd_ors", {}),
         **{name: Scheme("pd_ors", dict(options)) for name, options in VARIANTS.items()},
-        # OASiS keeps workers and PSs on disjoint halves of the machines (item 4).
-        "oasis": Scheme("oasis", {}, "split"),
+        # OASiS as its paper defines it (spec 001: no utility floor, no level plans) keeps
+        # workers and PSs on disjoint halves of the machines (item 4).
+        "oasis": Scheme("oasis", {"utility_floor": 0.0, "steady_slack": 0.0}, "split"),
         # n_s = ceil(n_w / gamma) (A24).
         "fifo": Scheme("fifo", {"ps_rule": "needed"}),
         "drf": Scheme("drf", {}),

@@ -371,3 +371,18 @@ def test_random_placement_uses_only_free_slots_and_is_seeded() -> None:
 def test_a_bad_option_is_refused_by_name(name: str, options: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=rf"^{__import__('re').escape(field)}"):
         create(name, **options)
+
+
+def test_the_unit_value_range_sets_the_valuations_and_is_checked() -> None:
+    """``pi_low``/``pi_high`` draw the reference unit values (the experiment's U[0.2, 0.5]):
+    every valuation lies within 2 pi_high of its demand; a range upside down is refused
+    naming its field."""
+    opts = {"servers": 3, "pi_low": 0.2, "pi_high": 0.25}
+    w = load_workload("dps-paper", seed=1, jobs=120, horizon=200, options=opts)
+    for j in w.jobs:
+        units = j.requested_workers + j.requested_ps  # type: ignore[operator]
+        assert 0 < j.valuation <= 2 * 0.25 * units + 1e-9  # type: ignore[operator]
+    with pytest.raises(Exception, match="pi_high"):
+        load_workload(
+            "dps-paper", seed=1, jobs=10, horizon=20, options={"pi_low": 0.5, "pi_high": 0.4}
+        )

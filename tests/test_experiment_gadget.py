@@ -32,6 +32,8 @@ from tests.claims_helpers import assert_claims_checked
 
 _PLOTS = {
     "fig4_utility_vs_jobs.png",
+    "fig4_paper_size_iterations.png",
+    "fig4_paper_size_worker_slots.png",
     "fig5_embedded_vs_node_scale.png",
     "fig6_embedded_vs_link_scale.png",
     "fig7_ratio_vs_optimum.png",
@@ -61,10 +63,10 @@ def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
     for n in SCHEMES:
         assert sweep[n]["mean"][at_default] == pytest.approx(utility[n])
     checks = {c["name"]: c for c in results["checks"]}
-    assert len(checks) == 16 and all(c["detail"] for c in results["checks"])
+    assert len(checks) == 24 and all(c["detail"] for c in results["checks"])
     # Each claim decided for the paper's GADGET (no backfill), ours a row of its own.
     ours = [n for n in checks if n.endswith(" [GADGET + backfill (ours)]")]
-    assert len(ours) == 7 and all(n.split(" [")[0] in checks for n in ours)
+    assert len(ours) == 11 and all(n.split(" [")[0] in checks for n in ours)
     q1 = "Q1: gadget's total utility is at least each baseline's at every job count (mean)"
     for name, scheme in ((q1, PAPER), (f"{q1} [GADGET + backfill (ours)]", PRIMARY)):
         assert checks[name]["passed"] == all(
@@ -81,6 +83,19 @@ def test_smoke_scale_via_the_cli_writes_results_checks_and_plots(
         for b in BASELINES
     )
     assert results["loads_worker_slots"][str(smoke.default_jobs)]["offered"] > 10
+    # Q1 again at the paper's size (the smoke scale's stand-in for 50 servers, 200 slots).
+    assert smoke.paper_point is not None
+    servers, horizon, paper_counts = smoke.paper_point
+    paper = results["paper_point"]
+    assert (paper["servers"], paper["horizon"]) == (servers, horizon)
+    literal_paper = paper["worker_slots"]
+    assert literal_paper["jobs"] == sorted(paper_counts)
+    name = f"{q1}, worker-slot budgets (A3 literal), at the paper's size"
+    assert checks[name]["passed"] == all(
+        at_least(literal_paper[PAPER]["mean"][i], literal_paper[b]["mean"][i])
+        for i in range(len(paper_counts))
+        for b in BASELINES
+    )
     node = results["embedding"][PAPER]["node_scale"]
     assert node["scales"] == list(smoke.node_scales)
     ratios = node["embedded_ratio"]["mean"]
@@ -189,7 +204,7 @@ def test_the_replay_finds_overloaded_servers_and_links_and_broken_rings() -> Non
 def _sweep(ratios: list[float], axis: str = "link_scale") -> list[dict[str, object]]:
     other = "node_scale" if axis == "link_scale" else "link_scale"
     return [
-        {"scheme": PAPER, "jobs": 50, "seed": seed, axis: scale, other: 1.0,
+        {"part": "capacity", "scheme": PAPER, "jobs": 50, "seed": seed, axis: scale, other: 1.0,
          "embedded_ratio": ratio, "allocated_ratio": ratio, "total_utility": 100.0}
         for scale, ratio in zip((0.25, 0.5, 1.0, 2.0), ratios, strict=True)
         for seed in range(2)

@@ -6,7 +6,8 @@
   types' capacities are disjoint as in the paper; a type whose column sums to less than
   the largest count a job may ask is drawn again (``notes.redrawn_types``).
 * **Types**: bandwidth h_k ~ U[0.1, 5] Gbit/s per worker type, H_m ~ U[5, 20] per PS type
-  (uniform within the paper's ranges); reference unit values π ~ U[0.3, 0.6] (A24).
+  (uniform within the paper's ranges); reference unit values π ~ U[0.3, 0.6] (A24;
+  ``pi_low``/``pi_high``).
 * **Jobs** (A25: the paper's trace is unnamed): Poisson arrivals at N / T per slot,
   conditioned on N (sorted uniform times floored to slots); (k, m) uniform; d^W ~
   U{1..max_workers}, d^P ~ U{1..max_ps}; synchronous PS jobs with β ~ U[0.5, 1.5] s of
@@ -128,6 +129,8 @@ def dps_paper(
     load: float = 2.0,
     budget: str = "uniform",
     slot_seconds: float = 300.0,
+    pi_low: float = 0.3,
+    pi_high: float = 0.6,
 ) -> Workload:
     """Spec 004's setting; the same seed gives the same cluster, types and jobs."""
     for name, value in (
@@ -144,6 +147,13 @@ def dps_paper(
         _check(name, value, _is_count(value), "an integer >= 1")
     _check("load", load, _is_number(load) and 0 < load <= 1e3, "a number in (0, 1000]")
     _check("budget", budget, budget in BUDGETS, " or ".join(BUDGETS))
+    _check("pi_low", pi_low, _is_number(pi_low) and 0 < pi_low <= 1, "a number in (0, 1]")
+    _check(
+        "pi_high",
+        pi_high,
+        _is_number(pi_high) and pi_low <= pi_high <= 1,
+        f"a number in [pi_low ({pi_low}), 1]",
+    )
     _check(
         "slot_seconds",
         slot_seconds,
@@ -172,8 +182,8 @@ def dps_paper(
     typed = np.random.default_rng([seed, 2])
     h = typed.uniform(0.1, 5.0, worker_types).round(3)
     big_h = typed.uniform(5.0, 20.0, ps_types).round(3)
-    pi_w = typed.uniform(0.3, 0.6, worker_types).round(4)
-    pi_p = typed.uniform(0.3, 0.6, ps_types).round(4)
+    pi_w = typed.uniform(pi_low, pi_high, worker_types).round(4)
+    pi_p = typed.uniform(pi_low, pi_high, ps_types).round(4)
     round_s = round_seconds(h, big_h, max_workers)
     rounds = mean_rounds(
         rate=jobs / horizon,

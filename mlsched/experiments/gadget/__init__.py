@@ -92,6 +92,15 @@ def _items(s: GadgetScale, seeds: int) -> list[Item]:
     ]
     # Scale 1 of both sweeps is the utility part's GADGET run at the default point.
     order = [*GADGETS, *(n for n in SCHEMES if n not in GADGETS)]
+    if s.paper_point is not None:
+        servers, horizon, counts = s.paper_point
+        items += [
+            Item("paper", seed, n, name, scale=s, budget_mode=mode, size=(servers, horizon))
+            for mode in reversed(BUDGET_MODES)  # the worker-slot runs are the longer
+            for name in order
+            for n in sorted(counts, reverse=True)
+            for seed in range(seeds)
+        ]
     items += [
         Item("utility", seed, n, name, scale=s, budget_mode=mode)
         for mode in BUDGET_MODES
@@ -142,6 +151,7 @@ def run_gadget(
         ratio = run_ratio(ratio_work, r, advance)
 
     counts = sorted(set(s.jobs))
+    paper_counts = sorted(s.paper_point[2]) if s.paper_point else []
     swept = capacity_seeds(s, seeds)
     default = [
         r
@@ -159,6 +169,12 @@ def run_gadget(
     # LP-RS-MDE's on a slot problem, which the backfill does not enter.
     checks: list[Check] = [
         *(c for mode in BUDGET_MODES for c in _q1_checks(records, counts, mode)),
+        *(
+            c
+            for mode in BUDGET_MODES
+            for c in _q1_checks(records, paper_counts, mode, "paper")
+            if s.paper_point is not None
+        ),
         *_embedding_checks(records, "node_scale", s.default_jobs, swept),
         *_embedding_checks(records, "link_scale", s.default_jobs, swept),
         check_ratio(ratio),
@@ -182,6 +198,12 @@ def run_gadget(
         "loads_worker_slots": _loads(records, counts, "worker_slots"),
         "utility_sweep": utility_sweep(records, counts),
         "utility_sweep_worker_slots": utility_sweep(records, counts, "worker_slots"),
+        # Q1 at the paper's size (Fig. 4's servers and slots), both budget readings.
+        "paper_point": {
+            "servers": s.paper_point[0] if s.paper_point else None,
+            "horizon": s.paper_point[1] if s.paper_point else None,
+            **{mode: utility_sweep(records, paper_counts, mode, "paper") for mode in BUDGET_MODES},
+        },
         "gaps": {g: gaps(records, counts, g) for g in GADGETS},
         "gaps_worker_slots": {g: gaps(records, counts, g, "worker_slots") for g in GADGETS},
         "embedding": {
@@ -200,10 +222,16 @@ def run_gadget(
     }
 
 
-def _q1_checks(records: list[dict[str, Any]], counts: list[int], mode: str) -> list[Check]:
+def _q1_checks(
+    records: list[dict[str, Any]], counts: list[int], mode: str, part: str = "utility"
+) -> list[Check]:
     return [
-        *decided_per_algorithm(lambda g: check_utility(records, counts, g, mode), PAPER, ADDITIONS),
-        *decided_per_algorithm(lambda g: check_gap(records, counts, g, mode), PAPER, ADDITIONS),
+        *decided_per_algorithm(
+            lambda g: check_utility(records, counts, g, mode, part), PAPER, ADDITIONS
+        ),
+        *decided_per_algorithm(
+            lambda g: check_gap(records, counts, g, mode, part), PAPER, ADDITIONS
+        ),
     ]
 
 

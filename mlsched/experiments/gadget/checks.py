@@ -38,31 +38,37 @@ def at_least(a: float, b: float) -> bool:
 
 
 def per_seed(
-    records: Records, scheme: str, jobs: int, budget_mode: str = "iterations"
+    records: Records,
+    scheme: str,
+    jobs: int,
+    budget_mode: str = "iterations",
+    part: str = "utility",
 ) -> dict[int, float]:
-    """Seed -> total utility of ``scheme`` at ``jobs`` (utility part, one budget reading)."""
+    """Seed -> total utility of ``scheme`` at ``jobs`` (``part``: ``utility``, the
+    default point, or ``paper``, the paper's size; one budget reading)."""
     return {
         r["seed"]: float(r["total_utility"])
         for r in records
-        if r["part"] == "utility"
+        if r["part"] == part
         and r["scheme"] == scheme
         and r["jobs"] == jobs
         and r.get("budget_mode", "iterations") == budget_mode
     }
 
 
-def _under(budget_mode: str) -> str:
-    """A Q1 check's name suffix for the literal budget reading (A3)."""
-    return "" if budget_mode == "iterations" else ", worker-slot budgets (A3 literal)"
+def _under(budget_mode: str, part: str = "utility") -> str:
+    """A Q1 check's name suffix: the literal budget reading (A3), the paper's size."""
+    out = "" if budget_mode == "iterations" else ", worker-slot budgets (A3 literal)"
+    return out + (", at the paper's size" if part == "paper" else "")
 
 
 def utility_sweep(
-    records: Records, counts: Sequence[int], budget_mode: str = "iterations"
+    records: Records, counts: Sequence[int], budget_mode: str = "iterations", part: str = "utility"
 ) -> dict[str, Any]:
     """Per scheme, mean and std of total utility at each job count, and every seed's."""
-    out: dict[str, Any] = {"jobs": list(counts), "budget_mode": budget_mode}
+    out: dict[str, Any] = {"jobs": list(counts), "budget_mode": budget_mode, "part": part}
     for name in SCHEMES:
-        rows = [per_seed(records, name, n, budget_mode) for n in counts]
+        rows = [per_seed(records, name, n, budget_mode, part) for n in counts]
         out[name] = {
             "mean": [float(np.mean(list(v.values()))) if v else None for v in rows],
             "std": [float(np.std(list(v.values()))) if v else None for v in rows],
@@ -72,17 +78,21 @@ def utility_sweep(
 
 
 def check_utility(
-    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+    records: Records,
+    counts: Sequence[int],
+    scheme: str = PAPER,
+    budget_mode: str = "iterations",
+    part: str = "utility",
 ) -> Check:
     """Q1 (Fig. 4): GADGET's (``scheme``'s) mean total utility is at least each baseline's
     at every job count; per-seed wins and ties reported."""
     ok = bool(counts)
     parts = []
     for n in counts:
-        mine = per_seed(records, scheme, n, budget_mode)
+        mine = per_seed(records, scheme, n, budget_mode, part)
         line = [f"{n} jobs: {scheme} {np.mean(list(mine.values())):.0f}" if mine else f"{n}: -"]
         for b in BASELINES:
-            theirs = per_seed(records, b, n, budget_mode)
+            theirs = per_seed(records, b, n, budget_mode, part)
             seeds = sorted(set(mine) & set(theirs))
             if not seeds:
                 ok = False
@@ -99,21 +109,25 @@ def check_utility(
         parts.append(", ".join(line))
     return Check(
         "Q1: gadget's total utility is at least each baseline's at every job count (mean)"
-        + _under(budget_mode),
+        + _under(budget_mode, part),
         ok,
         "; ".join(parts),
     )
 
 
 def gaps(
-    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+    records: Records,
+    counts: Sequence[int],
+    scheme: str = PAPER,
+    budget_mode: str = "iterations",
+    part: str = "utility",
 ) -> list[dict[str, Any]]:
     """Per job count: ``scheme``'s relative gap over the best baseline on the means, the
     best baseline, and the spread of the per-seed gaps (over that seed's best baseline)."""
     out: list[dict[str, Any]] = []
     for n in counts:
-        mine = per_seed(records, scheme, n, budget_mode)
-        theirs = {b: per_seed(records, b, n, budget_mode) for b in BASELINES}
+        mine = per_seed(records, scheme, n, budget_mode, part)
+        theirs = {b: per_seed(records, b, n, budget_mode, part) for b in BASELINES}
         means = {b: float(np.mean(list(v.values()))) for b, v in theirs.items() if v}
         if not mine or not means:
             out.append({"jobs": n, "gap": None})
@@ -137,11 +151,15 @@ def gaps(
 
 
 def check_gap(
-    records: Records, counts: Sequence[int], scheme: str = PAPER, budget_mode: str = "iterations"
+    records: Records,
+    counts: Sequence[int],
+    scheme: str = PAPER,
+    budget_mode: str = "iterations",
+    part: str = "utility",
 ) -> Check:
     """Q1 (Fig. 4): the relative gap over the best baseline does not shrink as the number of
     jobs grows (within ``GAP_TOLERANCE``)."""
-    rows = gaps(records, counts, scheme, budget_mode)
+    rows = gaps(records, counts, scheme, budget_mode, part)
     values = [r["gap"] for r in rows]
     ok = len(values) > 1 and all(v is not None for v in values)
     if ok:
@@ -156,7 +174,7 @@ def check_gap(
     )
     return Check(
         "Q1: gadget's relative gap over the best baseline is non-decreasing in the job count"
-        + _under(budget_mode),
+        + _under(budget_mode, part),
         ok,
         f"{detail}; tolerance: a fall of at most {GAP_TOLERANCE:.0%} between neighbours; "
         "the gap at the most jobs must be a lead (> 0)",
@@ -174,6 +192,7 @@ def embedding_sweep(
         r
         for r in records
         if r["scheme"] == scheme
+        and r["part"] in ("utility", "capacity")  # not the paper-size part
         and r.get("budget_mode", "iterations") == "iterations"
         and r["jobs"] == default_jobs
         and r[other] == 1.0

@@ -73,6 +73,9 @@ class GadgetScale:
     ratio_jobs: int
     ratio_draws: int
     ratio_time_limit_s: float
+    #: Q1 again at the paper's size (Fig. 4's 50 servers and 200 slots): (servers, horizon,
+    #: job counts), every scheme under both budget readings; None: not run.
+    paper_point: tuple[int, int, tuple[int, ...]] | None = None
 
 
 # At the paper's 50 servers and 200 slots the budgets fill 2-11 % of the GPU-slots: GADGET
@@ -93,6 +96,7 @@ SCALE_SETTINGS: dict[str, GadgetScale] = {
         ratio_jobs=6,
         ratio_draws=1,
         ratio_time_limit_s=10.0,
+        paper_point=(8, 24, (20, 40)),
     ),
     "default": GadgetScale(
         servers=10,
@@ -111,6 +115,8 @@ SCALE_SETTINGS: dict[str, GadgetScale] = {
         ratio_jobs=10,
         ratio_draws=4,
         ratio_time_limit_s=30.0,
+        # The paper's size at three of its job counts (a run there takes 0.3-8 s).
+        paper_point=(50, 200, (50, 150, 250)),
     ),
     "paper": GadgetScale(
         servers=50,
@@ -184,6 +190,8 @@ class Item:
     link_scale: float = 1.0
     scale: GadgetScale = field(default_factory=lambda: SCALE_SETTINGS["smoke"])
     budget_mode: str = "iterations"
+    #: (servers, horizon) for the paper-size part; None: the scale's own.
+    size: tuple[int, int] | None = None
 
 
 def capacity_seeds(s: GadgetScale, seeds: int) -> int:
@@ -218,11 +226,12 @@ def _embedded_ratio(policy: Policy | None) -> float | None:
 
 def run_item(item: Item) -> dict[str, Any] | Failure:
     s = item.scale
+    servers, horizon = item.size or (s.servers, s.horizon)
     w = workload(
         item.seed,
         item.jobs,
-        s.servers,
-        s.horizon,
+        servers,
+        horizon,
         item.node_scale,
         item.link_scale,
         item.budget_mode,

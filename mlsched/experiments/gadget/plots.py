@@ -68,6 +68,23 @@ def plots(
             title=f"Fig. 4: total utility, {where}",
         )
     )
+    if s.paper_point is not None:
+        servers, horizon, counts = s.paper_point
+        for mode, tag in (
+            ("iterations", "iteration budgets"),
+            ("worker_slots", "worker-slot budgets"),
+        ):
+            paper = utility_sweep(records, sorted(counts), mode, "paper")
+            paths.append(
+                plot_lines(
+                    out_dir / f"fig4_paper_size_{mode}.png",
+                    sorted(counts),
+                    {n: (_nan(paper[n]["mean"]), _nan(paper[n]["std"])) for n in SCHEMES},
+                    xlabel="number of jobs",
+                    ylabel="total utility (mean over seeds)",
+                    title=f"Fig. 4 at the paper's size: {servers} servers, T={horizon}, {tag}",
+                )
+            )
     for axis, name, label in (
         ("node_scale", "fig5_embedded_vs_node_scale.png", "Fig. 5: node (GPU) capacity"),
         ("link_scale", "fig6_embedded_vs_link_scale.png", "Fig. 6: link capacity"),

@@ -26,19 +26,19 @@ def add_reproduce_parser(sub: Any) -> None:
         "--scale",
         default="default",
         choices=["smoke", "default", "paper"],
-        help="the experiments' scale (default: default, about 15 minutes on 2 cores)",
+        help="the experiments' scale; default takes about 17 minutes on 2 cores",
     )
     p.add_argument(
         "--out",
         type=Path,
         default=Path("results") / "reproduction",
-        help="where each experiment writes (OUT/NAME/results.json; default results/reproduction)",
+        help="where each experiment writes (OUT/NAME/results.json)",
     )
     p.add_argument("--table", type=Path, help="the table's path (default OUT/reproduction.md)")
     p.add_argument(
         "--experiments",
-        default="",
-        help="only these (a,b,c); the others' claims read 'not run' unless --reuse finds them",
+        help="run only these (a,b,c; default: all five); the others' claims come from "
+        "their results of this scale in OUT, 'not run' where there are none",
     )
     p.add_argument(
         "--reuse",
@@ -54,7 +54,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from mlsched.experiments.reproduction import load_results, render, verdicts
 
     every = [exp for _, exp in PAPERS.values()]
-    chosen = [n.strip() for n in args.experiments.split(",") if n.strip()] or every
+    chosen = [n.strip() for n in (args.experiments or "").split(",") if n.strip()] or every
     for name in chosen:
         if name not in every:
             raise SpecError("--experiments", name, f"one of {', '.join(every)}")

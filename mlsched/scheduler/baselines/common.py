@@ -25,6 +25,16 @@ PS_RULES = ("drawn", "needed")
 WORKER_RULES = ("drawn", "ideal")
 
 
+def check_count_rules(ps_rule: str, worker_rule: str) -> None:
+    """Refuse a PS or worker rule that is not one of :data:`PS_RULES`/:data:`WORKER_RULES`."""
+    if ps_rule not in PS_RULES:
+        raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
+    if worker_rule not in WORKER_RULES:
+        raise ValueError(
+            f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
+        )
+
+
 def fixed_counts(
     job: JobSpec,
     seed: int,
@@ -42,12 +52,7 @@ def fixed_counts(
     model's PS condition holds. ``worker_rule="ideal"``: workers = min(max_workers, cap),
     the job's ideal count (spec 002 AMB-13), none drawn.
     """
-    if ps_rule not in PS_RULES:
-        raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
-    if worker_rule not in WORKER_RULES:
-        raise ValueError(
-            f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
-        )
+    check_count_rules(ps_rule, worker_rule)
     rngs: list[np.random.Generator] = []
 
     def draw(high: int) -> int:  # the job's stream, made on first need (it costs ~50 us)

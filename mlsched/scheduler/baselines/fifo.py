@@ -23,7 +23,7 @@ from typing import Any
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import PS_RULES, WORKER_RULES, fixed_counts
+from mlsched.scheduler.baselines.common import check_count_rules, fixed_counts
 from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
@@ -48,12 +48,7 @@ class FifoPolicy(Policy):
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        if ps_rule not in PS_RULES:
-            raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
-        if worker_rule not in WORKER_RULES:
-            raise ValueError(
-                f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
-            )
+        check_count_rules(ps_rule, worker_rule)
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule

@@ -50,7 +50,7 @@ import numpy as np
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import PS_RULES, WORKER_RULES, fixed_counts
+from mlsched.scheduler.baselines.common import check_count_rules, fixed_counts
 from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
@@ -138,12 +138,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         for name, value in (("max_workers", max_workers), ("max_ps", max_ps)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
-        if ps_rule not in PS_RULES:
-            raise ValueError(f"ps_rule must be one of {', '.join(PS_RULES)}, got {ps_rule!r}")
-        if worker_rule not in WORKER_RULES:
-            raise ValueError(
-                f"worker_rule must be one of {', '.join(WORKER_RULES)}, got {worker_rule!r}"
-            )
+        check_count_rules(ps_rule, worker_rule)
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule

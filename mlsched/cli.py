@@ -526,12 +526,12 @@ def _measure_demo_profile(
     agents starts)."""
     from mlsched.demo import PROFILE_SHAPE, demo_jobs
     from mlsched.profiling.grid import cells_for_jobs, run_grid
-    from mlsched.profiling.measure import Settings
+    from mlsched.profiling.measure import SLICED_STEPS, Settings
 
     if args.profile is None:
         raise SpecError("--measure-profile", True, "a --profile file to write")
     settings = Settings(
-        steps=40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
+        steps=SLICED_STEPS if slices else 40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
         device_cores=slices.device_cores if slices else None,
         ps_cores=slices.ps_cores if slices else None,
         ranks_per_node=1,

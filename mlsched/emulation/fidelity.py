@@ -36,7 +36,7 @@ from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.profile import Profile, load_profile
 from mlsched.profiling.grid import cells_for_jobs, run_grid
-from mlsched.profiling.measure import Settings
+from mlsched.profiling.measure import SLICED_STEPS, Settings
 
 __all__ = [
     "FIDELITY_POLICIES",
@@ -124,7 +124,7 @@ def fidelity_jobs(scale: str = "default") -> list[dict[str, Any]]:
 def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
     """What the jobs run with, in the slices the cluster gives them."""
     return Settings(
-        steps=40, warmup=10, resume_steps=5, batch_size=8, image_size=_IMAGE_SIZE,
+        steps=SLICED_STEPS, warmup=10, resume_steps=5, batch_size=8, image_size=_IMAGE_SIZE,
         num_samples=_SAMPLES,
         image_sizes=tuple(sorted((m, px) for m, px in _IMAGE.items() if px != _IMAGE_SIZE)),
         device_cores=spec.device_cores, ps_cores=spec.ps_cores,

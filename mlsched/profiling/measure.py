@@ -42,7 +42,21 @@ from mlsched.trainers.cpu_share import DeviceSlices
 if TYPE_CHECKING:
     from mlsched.trainers.cpu_share import SliceGroups
 
-__all__ = ["Settings", "device_info", "machine_info", "measure_cell", "train_config"]
+__all__ = [
+    "SLICED_STEPS",
+    "Settings",
+    "device_info",
+    "machine_info",
+    "measure_cell",
+    "train_config",
+]
+
+#: Steps of a fresh run measured in CPU slices of a fraction of a core. A short window mixes
+#: few of the slices' quota periods with the scheduler's noise: 40 steps (30 measured) put an
+#: async-PS MLP in 0.25/0.2-core slices at 0.0109-0.0188 s/it from one run to the next, 300
+#: at 0.0167-0.0190, where the testbed's own jobs ran at 0.0164-0.0171 (and a profile 40 %
+#: fast makes every simulated job finish early).
+SLICED_STEPS = 300
 
 
 @dataclass(frozen=True)

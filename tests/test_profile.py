@@ -10,6 +10,7 @@ compute plus communication, a restart cheaper than the checkpoint it saves).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -19,7 +20,14 @@ import pytest
 
 from mlsched.cli import main
 from mlsched.core.errors import SpecError
-from mlsched.perfmodel.profile import Cell, Profile, from_gavel, load_profile, to_gavel
+from mlsched.perfmodel.profile import (
+    Cell,
+    Profile,
+    from_gavel,
+    load_profile,
+    mean_profile,
+    to_gavel,
+)
 from mlsched.profiling.grid import Grid, run_grid
 from mlsched.profiling.measure import Settings
 
@@ -188,3 +196,25 @@ def test_a_share_below_the_kernels_floor_is_refused_by_name() -> None:
     with pytest.raises(SpecError, match="cpus"):
         Settings(cpus=0.01)
     assert Settings(cpus=0.3).to_dict()["cpus"] == 0.3 and "cpus" not in Settings().to_dict()
+
+
+def test_two_measurements_of_a_profile_average_field_by_field() -> None:
+    """The fidelity experiment's bracketing: a wrong pairing (cells of another key), a
+    field taken from one side only, or iterations not summed would each fail here."""
+    machine, device = {"hostname": "h"}, {"type": "cpu"}
+    other = Cell("mlp", "ps_async", 1, "cpu", 0.01, startup_s=10.0, iterations=290)
+    before = Profile(machine, device, {"steps": 300}, (CELL, other))
+    later = dataclasses.replace(
+        CELL, iteration_s=0.5, startup_s=6.0, checkpoint_save_s=None, iterations=60
+    )
+    only_after = Cell("vgg11-narrow", "ring", 2, "cpu", 0.2)
+    after = Profile({"hostname": "x"}, device, {"steps": 300}, (later, only_after))
+    mean = mean_profile(before, after)
+    assert mean.machine == machine and len(mean.cells) == 3
+    got = mean.cell("resnet20", "ring", 2, "cpu")
+    assert got is not None
+    assert got.iteration_s == pytest.approx(0.4) and got.startup_s == pytest.approx(5.0)
+    assert got.checkpoint_save_s == CELL.checkpoint_save_s  # the side that has it
+    assert got.iterations == 100
+    assert mean.cell("mlp", "ps_async", 1, "cpu") == other
+    assert mean.cell("vgg11-narrow", "ring", 2, "cpu") == only_after

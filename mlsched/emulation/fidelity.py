@@ -34,7 +34,7 @@ from mlsched.emulation.fidelity_report import (
 from mlsched.emulation.topology import EmulationSpec
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
-from mlsched.perfmodel.profile import Profile, load_profile
+from mlsched.perfmodel.profile import Profile, load_profile, mean_profile
 from mlsched.profiling.grid import cells_for_jobs, run_grid
 from mlsched.profiling.measure import SLICED_STEPS, Settings
 
@@ -198,17 +198,35 @@ def run_fidelity(
     chosen = tuple(policies or SCALES[scale][1])
     out.mkdir(parents=True, exist_ok=True)
     path = profile_path or out / "profile.json"
+
+    def measure(to: Path, name: str) -> Profile:
+        if profile_via == "agents":
+            return _measure_through_agents(jobs, spec, to, out / "runs" / name, say)
+        return _measure_profile(jobs, spec, to, say)
+
     t0 = time.perf_counter()
-    if profile_path is not None and profile_path.exists():
-        profile = load_profile(profile_path)
-        profile_s = 0.0
-    elif profile_via == "agents":
-        profile = _measure_through_agents(jobs, spec, path, out / "runs" / "profile", say)
-        profile_s = time.perf_counter() - t0
-    else:
-        profile = _measure_profile(jobs, spec, path, say)
-        profile_s = time.perf_counter() - t0
+    given = profile_path is not None and profile_path.exists()
+    before = load_profile(path) if given else measure(out / "profile-before.json", "profile")
+    profile_s = 0.0 if given else time.perf_counter() - t0
     workload = testbed_workload(spec, jobs, SLOT_SECONDS)
+    real: list[tuple[str, Any, Any]] = []
+    for policy in chosen:
+        say(f"{policy}: running {len(jobs)} jobs on the emulated cluster ...")
+        measured, as_run = run_policy(
+            policy, workload, jobs, spec, out / "runs" / policy, max_slots, say
+        )
+        real.append((policy, measured, as_run))
+    profile, bracket = before, []
+    if not given:
+        # Measured again after the real runs, and the two averaged: a cell measured once in
+        # slices of a fraction of a core moved by a third from one measurement to the next
+        # (start-up 13 -> 19 s), which shifted every simulated job one way.
+        t1 = time.perf_counter()
+        after = measure(out / "profile-after.json", "profile-after")
+        profile = mean_profile(before, after)
+        profile.save(path)
+        bracket = _bracket(before, after)
+        profile_s += time.perf_counter() - t1
     truths = {
         "profile": TruthConfig(profile=profile),
         "no profile (job specs)": TruthConfig(),
@@ -217,11 +235,7 @@ def run_fidelity(
         ),
     }
     runs: list[FidelityRun] = []
-    for policy in chosen:
-        say(f"{policy}: running {len(jobs)} jobs on the emulated cluster ...")
-        measured, as_run = run_policy(
-            policy, workload, jobs, spec, out / "runs" / policy, max_slots, say
-        )
+    for policy, measured, as_run in real:
         simulated = {
             name: simulate(as_run, SimulationConfig(policy, truth=truth), cache=False)
             for name, truth in truths.items()
@@ -251,6 +265,7 @@ def run_fidelity(
             "cells": len(profile.cells),
             "measured_s": round(profile_s, 1),
             "bytes": path.stat().st_size if path.exists() else None,
+            "bracket": bracket,
         },
         "runs": [r.to_dict() for r in runs],
         "ablation": ablation_rows(runs, unisolated),
@@ -274,6 +289,23 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def _bracket(before: Profile, after: Profile) -> list[dict[str, Any]]:
+    """Per cell, what the measurements before and after the real runs found (iteration and
+    start-up seconds), and how far apart they are (relative to their mean)."""
+    rows = []
+    for cell in before.cells:
+        other = after.cell(*cell.key[:4], cell.placement)
+        if other is None:
+            continue
+        row: dict[str, Any] = {"cell": f"{cell.model}:{cell.kind}:{cell.workers}"}
+        for name in ("iteration_s", "startup_s"):
+            a, b = getattr(cell, name), getattr(other, name)
+            row[name] = [a, b]
+            row[f"{name}_spread"] = abs(a - b) / ((a + b) / 2) if a and b else None
+        rows.append(row)
+    return rows
 
 
 def _without_startup(profile: Profile) -> Profile:

@@ -251,6 +251,22 @@ def fidelity_report(results: dict[str, Any]) -> str:
             f"{row['variant']:<48}{_pct(row['median_job_error']):>11}"
             f"{_pct(row['worst_policy_error']):>11}  {same}"
         )
+    bracket = results.get("profile", {}).get("bracket") or []
+    if bracket:
+        lines += [
+            "",
+            "profile measured before and after the real runs (the simulator has the mean):",
+        ]
+        for row in bracket:
+            (i0, i1), (s0, s1) = row["iteration_s"], row["startup_s"]
+            lines.append(
+                f"  {row['cell']:<24} s/it {i0:.4f} / {i1:.4f} ({_pct(row['iteration_s_spread'])})"
+                + (
+                    f", start-up {s0:.1f} / {s1:.1f} s ({_pct(row['startup_s_spread'])})"
+                    if s0 is not None and s1 is not None
+                    else ""
+                )
+            )
     lines.append("")
     for check in results["checks"]:
         lines.append(f"[{'PASS' if check['passed'] else 'FAIL'}] {check['name']}: "

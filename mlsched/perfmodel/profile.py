@@ -42,6 +42,7 @@ __all__ = [
     "from_gavel",
     "kind_arch",
     "load_profile",
+    "mean_profile",
     "merge",
     "to_gavel",
 ]
@@ -347,6 +348,38 @@ def from_gavel(
                 ).check(f"{where}.{device}.{key}")
             )
     return cells, left_out
+
+
+_MEANS = (
+    "iteration_s",
+    "compute_s",
+    "comm_s",
+    "bytes_per_iteration",
+    "startup_s",
+    "checkpoint_save_s",
+    "checkpoint_load_s",
+    "restart_s",
+)
+
+
+def mean_profile(first: Profile, second: Profile) -> Profile:
+    """The two measurements of the same cells averaged, field by field (a field one of them
+    lacks is the other's); ``first``'s machine, device and settings. A cell measured in one
+    only is kept as it is. The means are over both measurements' iterations."""
+    theirs = second._index()
+    cells = []
+    for cell in first.cells:
+        other = theirs.get(cell.key)
+        if other is None:
+            cells.append(cell)
+            continue
+        values: dict[str, Any] = {}
+        for name in _MEANS:
+            a, b = getattr(cell, name), getattr(other, name)
+            values[name] = a if b is None else b if a is None else (a + b) / 2
+        cells.append(replace(cell, **values, iterations=cell.iterations + other.iterations))
+    cells += [c for k, c in theirs.items() if first.cell(*k[:4], k[4] or None) is None]
+    return replace(first, cells=tuple(c.check() for c in cells))
 
 
 def merge(profile: Profile, cells: Iterable[Cell]) -> Profile:

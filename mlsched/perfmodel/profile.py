@@ -71,6 +71,18 @@ _MAX_BYTES = 16 << 20
 _MAX_CELLS = 100_000
 
 
+#: A cell's measured figures that may be missing (None: not measured, or not of its kind).
+_OPTIONAL = (
+    "compute_s",
+    "comm_s",
+    "bytes_per_iteration",
+    "startup_s",
+    "checkpoint_save_s",
+    "checkpoint_load_s",
+    "restart_s",
+)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One measured point of the grid. Times are seconds, bytes per iteration per worker;
@@ -115,15 +127,7 @@ class Cell:
             raise SpecError(f"{where}.device_type", self.device_type, "a device type name")
         if not _seconds(self.iteration_s) or self.iteration_s <= 0:
             raise SpecError(f"{where}.iteration_s", self.iteration_s, "seconds > 0")
-        for name in (
-            "compute_s",
-            "comm_s",
-            "bytes_per_iteration",
-            "startup_s",
-            "checkpoint_save_s",
-            "checkpoint_load_s",
-            "restart_s",
-        ):
+        for name in _OPTIONAL:
             value = getattr(self, name)
             if value is not None and not _seconds(value):
                 raise SpecError(f"{where}.{name}", value, "a finite number >= 0, or null")
@@ -350,18 +354,6 @@ def from_gavel(
     return cells, left_out
 
 
-_MEANS = (
-    "iteration_s",
-    "compute_s",
-    "comm_s",
-    "bytes_per_iteration",
-    "startup_s",
-    "checkpoint_save_s",
-    "checkpoint_load_s",
-    "restart_s",
-)
-
-
 def mean_profile(first: Profile, second: Profile) -> Profile:
     """The two measurements of the same cells averaged, field by field (a field one of them
     lacks is the other's); ``first``'s machine, device and settings. A cell measured in one
@@ -374,7 +366,7 @@ def mean_profile(first: Profile, second: Profile) -> Profile:
             cells.append(cell)
             continue
         values: dict[str, Any] = {}
-        for name in _MEANS:
+        for name in ("iteration_s", *_OPTIONAL):
             a, b = getattr(cell, name), getattr(other, name)
             values[name] = a if b is None else b if a is None else (a + b) / 2
         cells.append(replace(cell, **values, iterations=cell.iterations + other.iterations))

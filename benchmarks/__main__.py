@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.output import out_file, ready
 from benchmarks.sim_throughput import GOALS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,13 +204,19 @@ def main(argv: list[str] | None = None) -> int:
         default=600.0,
         help="seconds before a run is abandoned (default 600)",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "sim_throughput.json")
+    parser.add_argument(
+        "--out",
+        type=out_file("sim_throughput.json"),
+        default=RESULTS / "sim_throughput.json",
+        help="the JSON file, or a directory to write sim_throughput.json into",
+    )
     parser.add_argument(
         "--strict",
         action="store_true",
         help="exit 1 when a goal is missed (default: only on errors)",
     )
     args = parser.parse_args(argv)
+    args.out = ready(parser, args.out)
 
     host = machine()  # before the runs: the load average says how busy the machine was
     wanted = [p for p in args.policies.split(",") if p]

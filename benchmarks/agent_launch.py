@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.__main__ import machine
+from benchmarks.output import out_file, ready
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.core.train_config import Backend, TrainConfig
 from mlsched.demo import agent_command
@@ -133,9 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--out", type=Path, default=RESULTS / "agent_launch.json")
+    p.add_argument(
+        "--out", type=out_file("agent_launch.json"), default=RESULTS / "agent_launch.json"
+    )
     p.add_argument("--launches", default="torchrun,direct,horovod")
     a = p.parse_args(argv)
+    a.out = ready(p, a.out)
     launches = [x for x in a.launches.split(",") if x]
     if "horovod" in launches and not horovod_available():
         print("[launch] horovod: skipped (Horovod is not installed: `make horovod`)")

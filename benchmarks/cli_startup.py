@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.__main__ import ROOT, machine
+from benchmarks.output import out_file, ready
 from mlsched.net.ports import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -83,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=",".join(cases), help="comma-separated subset")
     ap.add_argument("--repeat", type=int, default=10, help="runs per case (median reported)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "cli_startup.json")
+    ap.add_argument(
+        "--out", type=out_file("cli_startup.json"), default=RESULTS / "cli_startup.json"
+    )
     args = ap.parse_args(argv)
+    args.out = ready(ap, args.out)
     wanted = [c for c in args.cases.split(",") if c]
     unknown = [c for c in wanted if c not in cases]
     if unknown:

@@ -32,6 +32,7 @@ import psutil
 import yaml
 
 from benchmarks.__main__ import machine
+from benchmarks.output import out_file, ready
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
@@ -79,8 +80,11 @@ def _kill_tree(pid: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--out", type=Path, default=RESULTS / "failure_cost.json")
+    p.add_argument(
+        "--out", type=out_file("failure_cost.json"), default=RESULTS / "failure_cost.json"
+    )
     a = p.parse_args(argv)
+    a.out = ready(p, a.out)
     tmp = Path(tempfile.mkdtemp(prefix="mlsched-failure-"))
     ctl = Controller(
         ControllerConfig(

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from benchmarks.__main__ import machine
+from benchmarks.output import out_file, ready
 from mlsched.controller.intake import parse_jobs
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.core.limits import MAX_DOCUMENT_BYTES, MAX_JOBS_PER_DOCUMENT
@@ -69,8 +70,11 @@ def largest(fmt: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--out", type=Path, default=RESULTS / "intake_latency.json")
+    p.add_argument(
+        "--out", type=out_file("intake_latency.json"), default=RESULTS / "intake_latency.json"
+    )
     a = p.parse_args(argv)
+    a.out = ready(p, a.out)
     result: dict[str, Any] = {"machine": machine(), "documents": {}}
     print(f"{'document':<8} {'bytes':>9} {'jobs':>6} {'validate s':>11} {'SubmitJobs s':>13}")
     for fmt in ("json", "yaml"):

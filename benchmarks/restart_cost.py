@@ -42,6 +42,7 @@ from typing import Any
 import psutil
 
 from benchmarks.machine import machine
+from benchmarks.output import out_file, ready
 from mlsched.trainers.launch import flag_value
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps-before", type=int, default=5, help="steps before the SIGTERM")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--timeout", type=float, default=300.0)
-    p.add_argument("--out", type=Path, default=RESULTS / "restart_cost.json")
+    p.add_argument(
+        "--out", type=out_file("restart_cost.json"), default=RESULTS / "restart_cost.json"
+    )
     args = p.parse_args(argv)
+    args.out = ready(p, args.out)
     layouts = [x for x in args.layouts.split(",") if x]
     for x in layouts:
         if x not in LAYOUTS:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import _horovodrun, horovod_ok, machine
+from benchmarks.output import out_file, ready
 from benchmarks.processes import CpuSampler, _env, _run
 from mlsched.trainers.launch import flag_value
 
@@ -383,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=32, help="measured iterations per worker")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--out", type=Path, default=RESULTS / "trainer_overhead.json")
+    p.add_argument(
+        "--out", type=out_file("trainer_overhead.json"), default=RESULTS / "trainer_overhead.json"
+    )
     p.add_argument(
         "--breakdown",
         choices=["yes", "no", "only"],
@@ -392,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "that, updating the 'breakdown' of an existing --out file)",
     )
     args = p.parse_args(argv)
+    args.out = ready(p, args.out)
 
     cases = [c for c in args.cases.split(",") if c]
     for c in cases:

@@ -87,6 +87,12 @@ def test_metrics_listen_is_checked() -> None:
         ControllerConfig(metrics_listen="9100").validate()
 
 
+#: Enough work that each job spans more than one 5-s slot on a fast machine too: with 60
+#: units both jobs ran and finished inside their first slot, and the replay below had no
+#: allocation left to compare.
+UNITS = 600
+
+
 def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -> None:
     ctl = controller(tmp_path, min_agents=2, slot_seconds=5.0, metrics_listen="127.0.0.1:0")
     lock = ctl.executor._lock = _OrderedLock(ctl.executor._lock, ctl.store._lock)  # type: ignore[assignment]
@@ -95,8 +101,8 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             ids = ctl.submit(
                 yaml.safe_dump(
                     [
-                        mlp_job("ring", units=60, requested_workers=2),
-                        mlp_job("ps", arch="ps", units=60, requested_workers=1),
+                        mlp_job("ring", units=UNITS, requested_workers=2),
+                        mlp_job("ps", arch="ps", units=UNITS, requested_workers=1),
                     ]
                 )
             )
@@ -106,7 +112,7 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             for job_id in ids:
                 j = jobs[job_id]
                 assert j.state == "done", (job_id, j.state, j.reason)
-                assert j.progress == j.total_work == 60
+                assert j.progress == j.total_work == UNITS
                 assert j.iterations > 0
                 assert j.measured_iteration_s > 0  # the closed loop saw real iterations
             # Measurements and decisions were recorded per slot.

@@ -249,7 +249,6 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     print_table(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "benchmark": "sim_throughput",
         "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -171,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{statistics.median(rates[bare]):6.2f}  ratio {res['ratio']:.3f} "
             f"({'meets' if res['met'] else 'misses'} >= {GOAL})"
         )
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(
         json.dumps(
             {"machine": machine(), "args": vars(a) | {"out": str(a.out)}, "launches": results,

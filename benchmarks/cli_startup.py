@@ -103,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['max_s']:.3f}, CPU {r['cpu_s_median']:.3f}) over {args.repeat} runs; "
             f"goal < {GOAL_S:g} s {'met' if r['goal_met'] else 'MISSED'}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "benchmark": "cli_startup",
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

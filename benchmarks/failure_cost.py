@@ -178,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         for proc in procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2))
     return 0
 

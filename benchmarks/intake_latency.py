@@ -113,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{fmt:<8} {row['bytes']:>9} {n:>6} {row['validate_s']:>11.2f} "
             f"{row['submit_rpc_s']:>13.2f}"
         )
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2))
     return 0
 

@@ -358,7 +358,7 @@ def mean_profile(first: Profile, second: Profile) -> Profile:
     """The two measurements of the same cells averaged, field by field (a field one of them
     lacks is the other's); ``first``'s machine, device and settings. A cell measured in one
     only is kept as it is. The means are over both measurements' iterations."""
-    theirs = second._index()
+    mine, theirs = first._index(), second._index()
     cells = []
     for cell in first.cells:
         other = theirs.get(cell.key)
@@ -370,7 +370,7 @@ def mean_profile(first: Profile, second: Profile) -> Profile:
             a, b = getattr(cell, name), getattr(other, name)
             values[name] = a if b is None else b if a is None else (a + b) / 2
         cells.append(replace(cell, **values, iterations=cell.iterations + other.iterations))
-    cells += [c for k, c in theirs.items() if first.cell(*k[:4], k[4] or None) is None]
+    cells += [c for k, c in theirs.items() if k not in mine]
     return replace(first, cells=tuple(c.check() for c in cells))
 
 

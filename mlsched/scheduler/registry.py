@@ -53,6 +53,7 @@ BUILTIN: dict[str, str] = {
     "drf": "mlsched.scheduler.baselines.drf:DrfPolicy",
     "fifo": "mlsched.scheduler.baselines.fifo:FifoPolicy",
     "gadget": "mlsched.scheduler.gadget.policy:GadgetPolicy",
+    "gavel-fifo": "mlsched.scheduler.external.gavel_fifo:GavelFifoPolicy",
     "hetero": "mlsched.scheduler.hetero.policy:HeteroPolicy",
     "las2d": "mlsched.scheduler.baselines.las2d:Las2dPolicy",
     "oasis": "mlsched.scheduler.oasis.policy:OasisPolicy",

@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: a looser requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	$(MAKE) protos
 	# Bytecode now, as a wheel install would: an editable install otherwise compiles every
 	# module on each start where PYTHONDONTWRITEBYTECODE is set (~0.2 s per command).

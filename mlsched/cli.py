@@ -29,6 +29,7 @@ from mlsched.cli_parser import (
     EnvDefault,
     Parser,
     VersionAction,
+    add_executor_option,
     key_values,
     nonneg_float,
     positive_float,
@@ -172,6 +173,7 @@ def get_args_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("experiment", help="run a named comparison (results.json + plots)")
     p.add_argument("name", help="experiment name (mlsched experiments)")
+    add_executor_option(p)
     p.add_argument("--out", type=Path, help="output directory (default results/NAME)")
     p.add_argument("--seeds", type=positive_int, help="number of seeds (default 3)")
     p.add_argument(
@@ -556,6 +558,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format=("%(asctime)s " if daemon else "") + "%(levelname)s %(name)s: %(message)s",
     )
+    executor = getattr(args, "executor", None)
+    if executor is not None:  # the experiments' run pool reads it (nested Runners too)
+        os.environ["MLSCHED_EXECUTOR"] = executor
     try:
         if args.command in CLUSTER_COMMANDS:
             return run_cluster_command(args)

@@ -157,6 +157,30 @@ class EnvDefault(StoreOnce):
         super().__init__(option_strings, dest, default=default, required=required, **kwargs)
 
 
+def executor_arg(text: str) -> str:
+    """``--executor``: ``local``, ``ray`` or ``ray:HOST:PORT`` (checked here, used by the
+    experiments' run pool through ``MLSCHED_EXECUTOR``)."""
+    from mlsched.core.errors import SpecError
+    from mlsched.experiments.pool import executor_spec
+
+    try:
+        executor_spec(text, "--executor")
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {err.expected}") from None
+    return text.strip()
+
+
+def add_executor_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor",
+        type=executor_arg,
+        default="local",
+        action=EnvDefault,
+        help="where the runs go: this machine's cores (local), or a Ray cluster (ray: "
+        "RAY_ADDRESS's or a new local one; ray:HOST:PORT); needs the ray extra",
+    )
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

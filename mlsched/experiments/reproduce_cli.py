@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mlsched.cli_parser import add_executor_option
 from mlsched.core.errors import SpecError
 
 __all__ = ["add_reproduce_parser", "run_reproduce"]
@@ -35,6 +36,7 @@ def add_reproduce_parser(sub: Any) -> None:
         help="where each experiment writes (OUT/NAME/results.json)",
     )
     p.add_argument("--table", type=Path, help="the table's path (default OUT/reproduction.md)")
+    add_executor_option(p)
     p.add_argument(
         "--experiments",
         help="run only these (a,b,c; default: all five); the others' claims come from "

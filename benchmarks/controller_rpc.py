@@ -10,6 +10,11 @@ clients around each call; p50/p99 per RPC go to ``benchmarks/results/controller_
     python -m benchmarks.controller_rpc                      # 200 agents, 1 s heartbeats
     python -m benchmarks.controller_rpc --agents 50 --seconds 10
     python -m benchmarks.controller_rpc --bad-specs          # meanwhile, hostile submissions
+    python -m benchmarks.controller_rpc --agents 1000 --jobs 1000 --seconds 600
+
+Besides each RPC's latency it reports the policy's decision times (``allocate`` is the
+slot's decision), the agents declared lost while they were heartbeating (the stand-ins
+never stop, so any is false), the controller's memory, and the heartbeats' p99 per minute.
 
 ``--bad-specs`` adds a client process that submits hostile job documents back to back (a
 YAML alias bomb, documents at and over the size limit, deep nesting, a 1 MB job id,
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing as mp
+import resource
 import statistics
 import tempfile
 import threading
@@ -29,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from benchmarks.__main__ import machine
@@ -39,7 +47,9 @@ from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _agent(address: str, name: str, args: dict[str, Any], out: list[tuple[str, float]]) -> None:
+def _agent(
+    address: str, name: str, args: dict[str, Any], out: list[tuple[str, float, float]]
+) -> None:
     stub = agent_pb2_grpc.AgentServiceStub(client_channel(address, ClientAuth(args["token"])))
     req = agent_pb2.RegisterRequest(
         name=name, host="127.0.0.1", pool="both", port_lo=40000, port_hi=40999
@@ -47,7 +57,7 @@ def _agent(address: str, name: str, args: dict[str, Any], out: list[tuple[str, f
     req.capacity.amounts.update({"gpu": 4, "cpu": 16, "mem_gb": 64})
     t0 = time.perf_counter()
     agent_id = stub.Register(req, timeout=30).agent_id
-    out.append(("Register", time.perf_counter() - t0))
+    out.append(("Register", time.perf_counter() - t0, time.time()))
     end = time.monotonic() + args["seconds"]
     # Spread the agents' phases so heartbeats do not arrive in lockstep.
     time.sleep(args["interval"] * (hash(name) % 1000) / 1000)
@@ -65,14 +75,14 @@ def _agent(address: str, name: str, args: dict[str, Any], out: list[tuple[str, f
         hb.telemetry.cpu_percent = 50.0
         t0 = time.perf_counter()
         resp = stub.Heartbeat(hb, timeout=30)
-        out.append(("Heartbeat", time.perf_counter() - t0))
+        out.append(("Heartbeat", time.perf_counter() - t0, time.time()))
         if resp.reregister:
             stub.Register(req, timeout=30)
         time.sleep(max(0.0, args["interval"] - (time.perf_counter() - t0)))
 
 
 def _client_proc(address: str, names: list[str], args: dict[str, Any], q: Any) -> None:
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, float, float]] = []
     threads = [threading.Thread(target=_agent, args=(address, n, args, out)) for n in names]
     for t in threads:
         t.start()
@@ -81,7 +91,9 @@ def _client_proc(address: str, names: list[str], args: dict[str, Any], q: Any) -
     q.put(out)
 
 
-def _queries(address: str, token: str | None, seconds: float, out: list[tuple[str, float]]) -> None:
+def _queries(
+    address: str, token: str | None, seconds: float, out: list[tuple[str, float, float]]
+) -> None:
     stub = jobs_pb2_grpc.JobServiceStub(client_channel(address, ClientAuth(token)))
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -91,7 +103,7 @@ def _queries(address: str, token: str | None, seconds: float, out: list[tuple[st
         ):
             t0 = time.perf_counter()
             call(req, timeout=30)
-            out.append((name, time.perf_counter() - t0))
+            out.append((name, time.perf_counter() - t0, time.time()))
         time.sleep(0.5)
 
 
@@ -132,7 +144,7 @@ def _bad_specs(address: str, token: str, seconds: float, q: Any) -> None:
 
     stub = jobs_pb2_grpc.JobServiceStub(client_channel(address, ClientAuth(token)))
     docs = bad_documents()
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, float, float]] = []
     accepted: list[str] = []
     end = time.monotonic() + seconds
     i = 0
@@ -145,8 +157,54 @@ def _bad_specs(address: str, token: str, seconds: float, q: Any) -> None:
             accepted.append(name)
         except grpc.RpcError:
             pass
-        out.append((f"bad: {name}", time.perf_counter() - t0))
+        out.append((f"bad: {name}", time.perf_counter() - t0, time.time()))
     q.put((out, accepted))
+
+
+class _LossCounter(logging.Handler):
+    """Counts the controller's "agent ... lost" warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "lost (no heartbeat)" in record.getMessage():
+            self.count += 1
+
+
+def _decision_rows(decisions: list[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    """p50/p99/max of the policy's calls, by call (allocate: the slot's decision)."""
+    out = {}
+    for call in sorted({c for c, _ in decisions}):
+        xs = [t for c, t in decisions if c == call]
+        out[call] = {
+            "calls": len(xs),
+            "p50_ms": 1e3 * statistics.median(xs),
+            "p99_ms": 1e3 * _pct(xs, 0.99),
+            "max_ms": 1e3 * max(xs),
+        }
+    return out
+
+
+def _by_minute(samples: list[tuple[str, float, float]]) -> list[dict[str, float]]:
+    """Heartbeat p50/p99 per minute of the run: a tail that grows shows up here."""
+    beats = [(at, t) for n, t, at in samples if n == "Heartbeat"]
+    if not beats:
+        return []
+    start = min(at for at, _ in beats)
+    minutes: dict[int, list[float]] = {}
+    for at, t in beats:
+        minutes.setdefault(int((at - start) // 60), []).append(t)
+    return [
+        {
+            "minute": m,
+            "calls": len(xs),
+            "p50_ms": 1e3 * statistics.median(xs),
+            "p99_ms": 1e3 * _pct(xs, 0.99),
+        }
+        for m, xs in sorted(minutes.items())
+    ]
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -177,8 +235,22 @@ def main(argv: list[str] | None = None) -> int:
             heartbeat_s=a.interval,
             agent_timeout_s=max(10.0, 5 * a.interval),
             token="bench",
+            metrics_listen="127.0.0.1:0",
         )
-    ).start()
+    )
+    decisions: list[tuple[str, float]] = []
+    assert ctl.metrics is not None
+    record = ctl.metrics.observe_decision
+
+    def observe(call: str, seconds: float) -> None:  # the engine's hook, also kept here
+        decisions.append((call, seconds))
+        record(call, seconds)
+
+    ctl.metrics.observe_decision = observe  # type: ignore[method-assign]
+    losses = _LossCounter()
+    logging.getLogger("mlsched.controller.server").addHandler(losses)
+    ctl.start()
+    process = psutil.Process()
     jobs = [
         {
             "job_id": f"job{i}",
@@ -210,10 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(ctx.Process(target=_bad_specs, args=(ctl.address, "bench", a.seconds, bad_q)))
     for pr in procs:
         pr.start()
-    queries: list[tuple[str, float]] = []
+    queries: list[tuple[str, float, float]] = []
     qt = threading.Thread(target=_queries, args=(ctl.address, "bench", a.seconds, queries))
     qt.start()
-    samples: list[tuple[str, float]] = []
+    samples: list[tuple[str, float, float]] = []
     for _ in range(a.procs):
         samples += q.get()
     accepted: list[str] = []
@@ -225,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     qt.join()
     slots = ctl.engine.slot if ctl.engine else 0
     alive = len(ctl.agents.alive())
+    rss_mb = process.memory_info().rss / 2**20
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ctl.stop(stop_tasks=True)
     samples += queries
     result: dict[str, Any] = {
@@ -235,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         "tasks_per_heartbeat": a.tasks,
         "seconds": a.seconds,
         "slots_planned": slots,
+        "jobs": a.jobs,
+        # The stand-ins never stop: every agent declared lost during the run was alive.
+        "agents_falsely_lost": losses.count,
+        "controller_rss_mb": round(rss_mb, 1),
+        "controller_peak_rss_mb": round(peak_mb, 1),
+        "decisions": _decision_rows(decisions),
+        "heartbeat_by_minute": _by_minute(samples),
         "bad_specs": a.bad_specs,
         "bad_specs_accepted": accepted,
         "rpc": {},
@@ -242,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'rpc':<34} {'calls':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     bad_names = [f"bad: {n}" for n, _ in bad_documents()] if a.bad_specs else []
     for name in ("Register", "Heartbeat", "ListJobs", "GetClusterStatus", *bad_names):
-        xs = [t for n, t in samples if n == name]
+        xs = [t for n, t, _ in samples if n == name]
         if not xs:
             continue
         row = {
@@ -257,6 +338,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['max_ms']:>8.2f}"
         )
     print(f"agents alive at the end: {alive}/{a.agents}; slots planned: {slots}")
+    print(
+        f"agents declared lost while alive: {losses.count}; controller memory {rss_mb:.0f} MB "
+        f"(peak {peak_mb:.0f} MB)"
+    )
+    for call, row in result["decisions"].items():
+        print(
+            f"decision {call}: {row['calls']} calls, p50 {row['p50_ms']:.2f} ms, "
+            f"p99 {row['p99_ms']:.2f} ms, max {row['max_ms']:.2f} ms"
+        )
+    worst = max(result["heartbeat_by_minute"], key=lambda m: m["p99_ms"], default=None)
+    if worst is not None:
+        print(f"heartbeat p99, worst minute: {worst['p99_ms']:.1f} ms (minute {worst['minute']})")
     if a.bad_specs:
         print(f"hostile documents accepted: {accepted or 'none'}")
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -119,6 +119,9 @@ class ClusterExecutor(Executor):
         self._nic = NicMeter()
         self._live = _LiveAgents(agents)
         self.task_index = TaskIndex()  # where each task ran, after its generation ended too
+        # agent id -> jobs whose generation placed tasks on it (cleaned as they are read):
+        # what one agent's heartbeat may change, and all it must be told of.
+        self._agent_jobs: dict[str, set[str]] = {}
 
     # Cluster ----------------------------------------------------------------------------
     def set_cluster(self, cluster: Cluster) -> None:
@@ -139,6 +142,7 @@ class ClusterExecutor(Executor):
                         job.want = run.gen.layout
                     if run.gen is not None:
                         self.task_index.record(job_id, run.gen.tasks, run.gen.agent_of)
+                        self._index_agents(job_id, run.gen)
 
     def layout_of(self, p: Placement, cluster: Cluster) -> Layout:
         return placement_layout(p, lambda s: cluster.servers[s].name)
@@ -299,15 +303,33 @@ class ClusterExecutor(Executor):
 
     # Heartbeats -------------------------------------------------------------------------
     def desired_for(self, agent_id: str) -> list[TaskPlan]:
-        """The tasks ``agent_id`` must run now (their leases run to :meth:`lease_expiry`)."""
+        """The tasks ``agent_id`` must run now (their leases run to :meth:`lease_expiry`).
+
+        Only the jobs with tasks on this agent are brought up to date first: its heartbeat
+        can change nothing else. Every other job is reconciled by the slot loop, which a
+        heartbeat wakes (:meth:`poke`), and by :meth:`apply`; reconciling every job on
+        every heartbeat made each one cost O(jobs) under the lock."""
         with self._lock:
-            self._reconcile_locked()
+            ids = self._agent_jobs.get(agent_id)
+            if not ids:
+                return []
+            order = sorted(ids)  # a fixed order, whatever the set's
+            for job_id in order:
+                job = self.jobs.get(job_id)
+                if job is not None:
+                    self._reconcile_one(job_id, job)
             out: list[TaskPlan] = []
-            for job in self.jobs.values():
-                gen = job.run.gen
-                if gen is None or gen.draining:
+            for job_id in sorted(ids):  # a reconcile may have launched onto this agent
+                job = self.jobs.get(job_id)
+                gen = job.run.gen if job is not None else None
+                if gen is None:
+                    ids.discard(job_id)  # its generation ended
                     continue
-                out.extend(p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id)
+                mine = [p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id]
+                if not mine:
+                    ids.discard(job_id)  # its new generation runs elsewhere
+                elif not gen.draining:
+                    out.extend(mine)
             return out
 
     def lease_expiry(self) -> float:
@@ -350,14 +372,21 @@ class ClusterExecutor(Executor):
 
     def _reconcile_locked(self) -> None:
         for job_id, job in self.jobs.items():
-            try:
-                self._reconcile_job(job)
-            except Exception as err:
-                # One job's trouble (a spec no check anticipated, no free port) ends that
-                # job, through the controller, never the slot loop or a heartbeat.
-                log.exception("[controller] job %s cannot run", job_id)
-                job.fatal = job.fatal or f"cannot run: {type(err).__name__}: {err}"[:300]
-                job.want = None
+            self._reconcile_one(job_id, job)
+
+    def _reconcile_one(self, job_id: str, job: ExecutorJob) -> None:
+        try:
+            self._reconcile_job(job)
+        except Exception as err:
+            # One job's trouble (a spec no check anticipated, no free port) ends that
+            # job, through the controller, never the slot loop or a heartbeat.
+            log.exception("[controller] job %s cannot run", job_id)
+            job.fatal = job.fatal or f"cannot run: {type(err).__name__}: {err}"[:300]
+            job.want = None
+
+    def _index_agents(self, job_id: str, gen: Generation) -> None:
+        for agent_id in set(gen.agent_of.values()):
+            self._agent_jobs.setdefault(agent_id, set()).add(job_id)
 
     def _reconcile_job(self, job: ExecutorJob) -> None:
         """Apply what :func:`decide` says until it says to keep or to wait (at most a
@@ -461,6 +490,7 @@ class ClusterExecutor(Executor):
             trigger_at=run.last_stop_at,
         )
         self.task_index.record(job_id, tasks, agent_of)
+        self._index_agents(job_id, run.gen)
         log.info(
             "[controller] job %s generation %d: %s from step %d to %d",
             job_id,

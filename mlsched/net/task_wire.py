@@ -9,6 +9,7 @@ configuration again (:class:`TrainConfig` and :class:`NodeLaunch` raise
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import lru_cache
 from typing import Any
 
 from mlsched.core.tasks import LaunchKind, NodeLaunch, TaskPlan
@@ -36,12 +37,24 @@ def config_from_proto(msg: train_pb2.TrainConfig) -> TrainConfig:
 
 
 def task_to_proto(task: TaskPlan, *, lease_expires_unix: float = 0.0) -> agent_pb2.TaskSpec:
+    # A task's plan does not change while it runs, and every heartbeat reply carries it with
+    # a new lease: build its message once (the dataclass-to-message step dominated replies).
+    msg = agent_pb2.TaskSpec.FromString(_task_bytes(task))
+    msg.lease_expires_unix = lease_expires_unix
+    return msg
+
+
+@lru_cache(maxsize=8192)
+def _task_bytes(task: TaskPlan) -> bytes:
+    return _task_message(task).SerializeToString()
+
+
+def _task_message(task: TaskPlan) -> agent_pb2.TaskSpec:
     return agent_pb2.TaskSpec(
         task_id=task.task_id,
         job_id=task.job_id,
         generation=task.generation,
         gpu_indices=list(task.gpu_indices),
-        lease_expires_unix=lease_expires_unix,
         config=config_to_proto(task.config),
         node=agent_pb2.NodeLaunch(
             launcher=task.node.launcher.value,

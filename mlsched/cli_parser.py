@@ -157,14 +157,31 @@ class EnvDefault(StoreOnce):
         super().__init__(option_strings, dest, default=default, required=required, **kwargs)
 
 
+def parse_executor(text: str, field: str) -> tuple[str, str | None]:
+    """``(kind, address)`` of an executor named ``local``, ``ray`` or ``ray:HOST:PORT``;
+    SpecError naming ``field`` otherwise."""
+    from mlsched.core.errors import SpecError
+
+    value = text.strip()
+    if value in ("", "local"):
+        return "local", None
+    if value == "ray":
+        return "ray", None
+    if value.startswith("ray:"):
+        address = value[4:]
+        host, sep, port = address.rpartition(":")
+        if sep and host and port.isdigit() and 0 < int(port) < 65536:
+            return "ray", address
+    raise SpecError(field, text, "local, ray, or ray:HOST:PORT (a Ray cluster's address)")
+
+
 def executor_arg(text: str) -> str:
     """``--executor``: ``local``, ``ray`` or ``ray:HOST:PORT`` (checked here, used by the
     experiments' run pool through ``MLSCHED_EXECUTOR``)."""
     from mlsched.core.errors import SpecError
-    from mlsched.experiments.pool import executor_spec
 
     try:
-        executor_spec(text, "--executor")
+        parse_executor(text, "--executor")
     except SpecError as err:
         raise argparse.ArgumentTypeError(f"{text!r}: expected {err.expected}") from None
     return text.strip()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
+from mlsched.cli_parser import parse_executor
 from mlsched.core.errors import SpecError
 
 __all__ = ["EXECUTOR_ENV", "Runner", "available_workers", "executor_spec"]
@@ -64,17 +65,7 @@ def executor_spec(value: str | None = None, field: str = EXECUTOR_ENV) -> tuple[
     (default: the ``MLSCHED_EXECUTOR`` environment variable, else ``local``). A bad value
     raises SpecError naming ``field``."""
     raw = os.environ.get(EXECUTOR_ENV, "") if value is None else value
-    text = raw.strip()
-    if text in ("", "local"):
-        return "local", None
-    if text == "ray":
-        return "ray", None
-    if text.startswith("ray:"):
-        address = text[4:]
-        host, sep, port = address.rpartition(":")
-        if sep and host and port.isdigit() and 0 < int(port) < 65536:
-            return "ray", address
-    raise SpecError(field, raw, "local, ray, or ray:HOST:PORT (a Ray cluster's address)")
+    return parse_executor(raw, field)
 
 
 class Runner:

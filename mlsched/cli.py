@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_config import Config
+from mlsched.cli_demo import run_cluster_demo
 from mlsched.cli_parser import (
     EnvDefault,
     Parser,
@@ -56,7 +57,6 @@ from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 # `mlsched --help` and `mlsched status` should not pay a second of imports.
 if TYPE_CHECKING:
     from mlsched.experiments.base import ProgressFactory
-    from mlsched.trainers.cpu_share import DeviceSlices
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -489,62 +489,6 @@ def _demo(config: Config) -> int:
     return 0 if summaries else 1
 
 
-def _cluster_demo(args: argparse.Namespace) -> int:
-    from mlsched.demo import demo_report, run_cluster_demo
-    from mlsched.engine.builder import check_policies
-
-    if len(args.policy) > 1:
-        raise SpecError("--policy", ",".join(args.policy), "one policy (several: --simulated)")
-    policy = args.policy[0] if args.policy else "fifo"
-    check_policies([policy])
-    from mlsched.trainers.cpu_share import DeviceSlices
-
-    try:
-        slices = DeviceSlices.of(args.device_cores, args.ps_cores)
-    except SpecError as err:  # named by its flag
-        raise SpecError("--" + err.field.replace("_", "-"), err.value, err.expected) from None
-    if args.measure_profile:
-        _measure_demo_profile(args, policy, slices)
-    statuses = run_cluster_demo(
-        policy=policy,
-        slots=args.slots,
-        slot_seconds=args.slot_seconds,
-        workdir=args.workdir,
-        profile=args.profile,
-        slices=slices,
-    )
-    print()
-    print(demo_report(statuses))
-    done = sum(1 for s in statuses.values() if s.state == "done")
-    print(f"\n{done} of {len(statuses)} jobs done with policy {policy}.")
-    return 0
-
-
-def _measure_demo_profile(
-    args: argparse.Namespace, policy: str, slices: DeviceSlices | None
-) -> None:
-    """The cells the demo's jobs need, measured into ``--profile`` as the demo's agents
-    will run them (in their slices; a launcher per rank, as a job spread over the two
-    agents starts)."""
-    from mlsched.demo import PROFILE_SHAPE, demo_jobs
-    from mlsched.profiling.grid import cells_for_jobs, run_grid
-    from mlsched.profiling.measure import SLICED_STEPS, Settings
-
-    if args.profile is None:
-        raise SpecError("--measure-profile", True, "a --profile file to write")
-    settings = Settings(
-        steps=SLICED_STEPS if slices else 40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
-        device_cores=slices.device_cores if slices else None,
-        ps_cores=slices.ps_cores if slices else None,
-        ranks_per_node=1,
-    )  # fmt: skip
-    run = run_grid(cells_for_jobs(demo_jobs(policy)), settings, args.profile,
-                   say=lambda s: print(s, flush=True))  # fmt: skip
-    if run.failed:
-        cell, why = run.failed[0]
-        raise SpecError("--measure-profile", " ".join(map(str, cell)), f"a cell that runs ({why})")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mlsched`` console script; returns the exit status."""
     try:
@@ -581,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "experiment" and (args.emulate or args.name == "testbed"):
             return run_emulated_experiment(args, _policy_list(args.policy or ["fifo,drf"]))
         if args.command == "demo" and not args.simulated:
-            return _cluster_demo(args)
+            return run_cluster_demo(args)
         return run(config_from_args(args))
     except SpecError as err:
         print(f"mlsched: error: {err}", file=sys.stderr)

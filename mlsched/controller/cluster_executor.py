@@ -21,11 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
+from mlsched.controller.executor_jobs import ExecutorJob, LiveAgents, LiveState, RunFacts
 from mlsched.controller.generation_measure import measure_generation, restart_seconds
 from mlsched.controller.logs import TaskIndex
 from mlsched.controller.runs import (
@@ -48,44 +48,6 @@ from mlsched.engine.executor import Executor, JobFailure, JobProgress, SlotRepor
 __all__ = ["ClusterExecutor", "ExecutorJob"]
 
 log = logging.getLogger(__name__)
-
-
-class LiveState(NamedTuple):
-    state: JobState  # running, paused or a live state (re-placing, stopping)
-    reason: str
-    layout: Layout
-
-
-class RunFacts(NamedTuple):
-    failed_generations: int
-    lost_steps: int
-    checkpoint_step: int
-    checkpoint_units: float
-
-
-@dataclass
-class ExecutorJob:
-    """Everything the executor keeps about one job."""
-
-    spec: JobSpec
-    run: JobRun  # its generations and checkpoint (persisted)
-    want: Layout | None = None  # the layout this slot's allocation gives it (None: none)
-    #: Why it can never run again: reported once, as fatal, in the next slot report (the
-    #: engine ends the job), and kept so that nothing launches it again.
-    fatal: str = ""
-    fatal_reported: bool = False
-    failure: JobFailure | None = None  # a generation's failure, for the next slot report
-
-
-class _LiveAgents:
-    """The registry's live agents, as a container (looked up, not copied)."""
-
-    def __init__(self, agents: AgentRegistry) -> None:
-        self.agents = agents
-
-    def __contains__(self, agent_id: object) -> bool:
-        agent = self.agents.get(agent_id) if isinstance(agent_id, str) else None
-        return agent is not None and agent.alive
 
 
 class ClusterExecutor(Executor):
@@ -117,7 +79,7 @@ class ClusterExecutor(Executor):
         self._deadline = 0.0
         self._next_port: dict[str, int] = {}  # by host: where the next port search starts
         self._nic = NicMeter()
-        self._live = _LiveAgents(agents)
+        self._live = LiveAgents(agents)
         self.task_index = TaskIndex()  # where each task ran, after its generation ended too
         # agent id -> jobs whose generation placed tasks on it (cleaned as they are read):
         # what one agent's heartbeat may change, and all it must be told of.
@@ -306,29 +268,29 @@ class ClusterExecutor(Executor):
         """The tasks ``agent_id`` must run now (their leases run to :meth:`lease_expiry`).
 
         Only the jobs with tasks on this agent are brought up to date first: its heartbeat
-        can change nothing else. Every other job is reconciled by the slot loop, which a
-        heartbeat wakes (:meth:`poke`), and by :meth:`apply`; reconciling every job on
+        can change nothing else. Every other job is reconciled by :meth:`apply` and by the
+        slot loop (:meth:`collect`, every 0.25 s and when poked); reconciling every job on
         every heartbeat made each one cost O(jobs) under the lock."""
         with self._lock:
             ids = self._agent_jobs.get(agent_id)
             if not ids:
                 return []
-            order = sorted(ids)  # a fixed order, whatever the set's
-            for job_id in order:
-                job = self.jobs.get(job_id)
-                if job is not None:
-                    self._reconcile_one(job_id, job)
             out: list[TaskPlan] = []
-            for job_id in sorted(ids):  # a reconcile may have launched onto this agent
+            for job_id in sorted(ids):  # a fixed order, whatever the set's
                 job = self.jobs.get(job_id)
-                gen = job.run.gen if job is not None else None
-                if gen is None:
-                    ids.discard(job_id)  # its generation ended
+                if job is None:
+                    ids.discard(job_id)
                     continue
-                mine = [p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id]
+                self._reconcile_one(job_id, job)
+                gen = job.run.gen
+                mine = (
+                    [p for t, p in gen.tasks.items() if gen.agent_of[t] == agent_id]
+                    if gen is not None
+                    else []
+                )
                 if not mine:
-                    ids.discard(job_id)  # its new generation runs elsewhere
-                elif not gen.draining:
+                    ids.discard(job_id)  # its generation ended, or the next runs elsewhere
+                elif gen is not None and not gen.draining:
                     out.extend(mine)
             return out
 

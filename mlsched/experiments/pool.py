@@ -126,6 +126,7 @@ class Runner:
 def _connect_ray(address: str | None) -> Any:
     """Ray, connected to the cluster at ``address`` (None: ``RAY_ADDRESS``, else a Ray
     started on this machine)."""
+    named = f"ray:{address}" if address else "ray"
     if address is not None and address.rpartition(":")[0] in _LOOPBACK:
         # A cluster on this machine's loopback: Ray would otherwise turn 127.0.0.1 into the
         # machine's outward address, where that cluster does not listen. Read when Ray is
@@ -134,26 +135,18 @@ def _connect_ray(address: str | None) -> Any:
     try:
         import ray
     except ImportError:
-        raise SpecError(
-            _FIELD,
-            f"ray:{address}" if address else "ray",
-            "Ray installed (pip install 'mlsched[ray]')",
-        ) from None
+        raise SpecError(_FIELD, named, "Ray installed (pip install 'mlsched[ray]')") from None
     if address is not None:
         # Ray itself waits minutes on an address where nothing listens; say so at once.
         host, _, port = address.rpartition(":")
         try:
             socket.create_connection((host, int(port)), timeout=10).close()
         except OSError as err:
-            raise SpecError(
-                _FIELD, f"ray:{address}", f"a running Ray cluster's address ({err})"
-            ) from None
+            raise SpecError(_FIELD, named, f"a running Ray cluster's address ({err})") from None
     try:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, RuntimeError) as err:
-        raise SpecError(
-            _FIELD, f"ray:{address}" if address else "ray", f"a running Ray cluster ({err})"
-        ) from None
+        raise SpecError(_FIELD, named, f"a running Ray cluster ({err})") from None
     return ray
 
 

@@ -46,10 +46,6 @@ def task_to_proto(task: TaskPlan, *, lease_expires_unix: float = 0.0) -> agent_p
 
 @lru_cache(maxsize=8192)
 def _task_bytes(task: TaskPlan) -> bytes:
-    return _task_message(task).SerializeToString()
-
-
-def _task_message(task: TaskPlan) -> agent_pb2.TaskSpec:
     return agent_pb2.TaskSpec(
         task_id=task.task_id,
         job_id=task.job_id,
@@ -61,7 +57,7 @@ def _task_message(task: TaskPlan) -> agent_pb2.TaskSpec:
             node_rank=task.node.node_rank,
             node_sizes=list(task.node.node_sizes),
         ),
-    )
+    ).SerializeToString()
 
 
 def task_from_proto(spec: agent_pb2.TaskSpec) -> TaskPlan:

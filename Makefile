@@ -68,6 +68,7 @@ mutation: install
 bench: install
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.gavel_trace
+	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.philly_scale
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.hetero_round
 	OMP_NUM_THREADS=1 $(BIN)/python -m benchmarks.gadget_slot
 

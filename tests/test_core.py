@@ -35,7 +35,7 @@ from mlsched.core import (
     Utility,
     UtilityKind,
 )
-from mlsched.scheduler.placement import can_ever_run, pack
+from mlsched.scheduler.placement import EmptyFit, can_ever_run, pack
 from mlsched.scheduler.view import CapacityLedger
 
 
@@ -485,6 +485,32 @@ def test_ledger_fits_and_counts_exactly_at_the_edge(tiny_cluster: Cluster) -> No
 )
 def test_can_ever_run(tiny_cluster: Cluster, job: JobSpec, ever: bool) -> None:
     assert can_ever_run(job, tiny_cluster) is ever
+    assert EmptyFit()(job, tiny_cluster) is ever
+
+
+def test_empty_fit_answers_per_shape_and_per_cluster(tiny_cluster: Cluster) -> None:
+    """The memo keys on everything the answer depends on: a job of another count or GPU
+    type, or a new cluster (agents joined), is checked anew, not given a stale answer."""
+    fits = EmptyFit()
+    four = JobSpec("a", chunks=4, min_workers=4, worker=ResourceVector({"gpu": 1}))
+    assert fits(four, tiny_cluster)
+    assert not fits(four, tiny_cluster, 5)  # 5 workers on 4 GPUs
+    assert fits(
+        JobSpec("b", chunks=4, min_workers=4, worker=ResourceVector({"gpu": 1})), tiny_cluster
+    )
+    assert not fits(
+        JobSpec("c", chunks=4, min_workers=4, worker=ResourceVector({"gpu": 1}), gpu_type="K80"),
+        tiny_cluster,
+    )
+    smaller = Cluster(
+        (
+            Server("g", ResourceVector({"gpu": 2, "cpu": 16, "mem_gb": 64}), pool=Pool.WORKER),
+            *tiny_cluster.servers[1:],
+        ),
+        tiny_cluster.topology,
+    )
+    assert not fits(four, smaller)
+    assert fits(four, tiny_cluster)
 
 
 def test_pack_honours_pools(tiny_cluster: Cluster) -> None:

@@ -79,8 +79,13 @@ class Generation:
     # The last status each task's agent reported (not persisted): what a lost agent's
     # tasks had done when it went silent.
     seen_status: dict[str, TaskReport] = field(default_factory=dict)
+    # The tasks as stored, made once: a generation's tasks never change, and the run is
+    # stored at every slot boundary (a thousand jobs' task configs per slot otherwise).
+    _tasks_doc: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        if self._tasks_doc is None:
+            self._tasks_doc = {k: plan_to_dict(v) for k, v in self.tasks.items()}
         return {
             "number": self.number,
             "layout": [list(e) for e in self.layout],
@@ -88,7 +93,7 @@ class Generation:
             "start_cursor": self.start_cursor,
             "stop_step": self.stop_step,
             "ups": self.ups,
-            "tasks": {k: plan_to_dict(v) for k, v in self.tasks.items()},
+            "tasks": self._tasks_doc,
             "agent_of": self.agent_of,
             "ports": [list(p) for p in self.ports],
             "launched_at": self.launched_at,

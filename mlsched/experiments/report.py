@@ -153,14 +153,12 @@ def checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
 def write_jobs_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     """Per-job rows (:func:`mlsched.engine.summary.job_rows`) as CSV; None is empty."""
     p = Path(path)
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(k for k in row if k not in columns)
+    # Every key of every row, in first-seen order (rows of one run share their keys).
+    columns = list(dict.fromkeys(k for row in rows for k in row))
     with p.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        writer.writerows(["" if (v := row.get(k)) is None else v for k in columns] for row in rows)
     return p
 
 

@@ -17,6 +17,7 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.view import CapacityLedger
 
 __all__ = [
+    "EmptyFit",
     "RoundRobin",
     "can_ever_run",
     "eligible_ps_servers",
@@ -44,6 +45,27 @@ def can_ever_run(job: JobSpec, cluster: Cluster, n_workers: int | None = None) -
     if not cluster.offers(job.worker) or (job.uses_ps and not cluster.offers(job.ps)):
         return False
     return pack(job, n, job.ps_needed(n), CapacityLedger(cluster)) is not None
+
+
+class EmptyFit:
+    """:func:`can_ever_run`, checked once per job shape on one cluster: whether a job fits
+    the empty cluster depends on its bundles, GPU type and counts only, and a trace holds
+    many thousands of jobs of a few shapes. A new cluster (agents joined or left) starts
+    the memo anew."""
+
+    def __init__(self) -> None:
+        self._cluster: Cluster | None = None
+        self._memo: dict[tuple[object, ...], bool] = {}
+
+    def __call__(self, job: JobSpec, cluster: Cluster, n_workers: int | None = None) -> bool:
+        if cluster is not self._cluster:
+            self._cluster, self._memo = cluster, {}
+        n = job.min_workers if n_workers is None else n_workers
+        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, n, job.ps_needed(n))
+        fits = self._memo.get(shape)
+        if fits is None:
+            fits = self._memo[shape] = can_ever_run(job, cluster, n)
+        return fits
 
 
 def _fill(

@@ -57,7 +57,7 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
-from mlsched.scheduler.placement import can_ever_run
+from mlsched.scheduler.placement import EmptyFit
 from mlsched.scheduler.ring_placement import (
     RingLedger,
     check_placement,
@@ -112,6 +112,8 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
         self._next_worker = 0
         self._next_ps = 0
         self._ring: RingLedger | None = None
+        self._fits_empty = EmptyFit()
+        self._unit_shares: dict[JobDemand, tuple[float, float]] = {}
         self._bw_unit = 0.0  # 1 / total link capacity (ring mode's bandwidth dimension)
 
     def _on_bind(self, cluster: Cluster) -> None:
@@ -128,7 +130,7 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
             why = ring_infeasible(job, view.cluster, job.min_workers)
             if why:
                 return Admission.reject(RejectKind.INFEASIBLE, why)
-        elif not can_ever_run(job, view.cluster):
+        elif not self._fits_empty(job, view.cluster):
             return Admission.reject(
                 RejectKind.INFEASIBLE,
                 f"{job.min_workers} workers and their PSs never fit the cluster",
@@ -153,7 +155,13 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
         assert self._units is not None
         separate, w_unit, p_unit = self._units
         if separate:
-            return max(y * float((d.worker * w_unit).max()), z * float((d.ps * p_unit).max()))
+            units = self._unit_shares.get(d)
+            if units is None:  # one worker's and one PS's share: once per job, not per step
+                units = float((d.worker * w_unit).max()), float((d.ps * p_unit).max())
+                if len(self._unit_shares) > 4 * len(self._jobs) + 64:
+                    self._unit_shares.clear()  # finished jobs' entries: bounded memory
+                self._unit_shares[d] = units
+            return max(y * units[0], z * units[1])
         return float((y * d.worker * w_unit + z * d.ps * p_unit).max())
 
     def _round_robin(self, f: TaskFiller, tasks: JobTasks, is_worker: bool) -> int:
@@ -189,7 +197,7 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
             prev = self._alloc.get(d.job.job_id)
             if prev is not None:
                 tasks[i] = JobTasks(d, prev)
-                tasks[i].reserve(f)
+        JobTasks.reserve_all(f, tasks.values())
         screen = Screen(f, self._table, [d.seq for d in jobs])
         heap: list[tuple[float, int, int]] = []
         taken = False

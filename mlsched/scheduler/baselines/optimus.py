@@ -56,7 +56,7 @@ from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole, undo
-from mlsched.scheduler.placement import can_ever_run
+from mlsched.scheduler.placement import EmptyFit
 from mlsched.scheduler.view import ClusterView
 
 __all__ = ["OptimusPolicy", "packed_server"]
@@ -127,6 +127,7 @@ class OptimusPolicy(ReplanPolicy[JobDemand]):
         self._cost: dict[str, tuple[float, float]] = {}  # normalised cost of a worker, a PS
         self._table: DemandTable | None = None
         self._unit = np.zeros(0)
+        self._fits_empty = EmptyFit()
 
     def _on_bind(self, cluster: Cluster) -> None:
         self._table = DemandTable(len(cluster.resource_names))
@@ -135,7 +136,7 @@ class OptimusPolicy(ReplanPolicy[JobDemand]):
 
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         f = self._bind(view.cluster)
-        if not can_ever_run(job, view.cluster):
+        if not self._fits_empty(job, view.cluster):
             return Admission.reject(
                 RejectKind.INFEASIBLE,
                 f"{job.min_workers} workers and their PSs never fit the cluster",
@@ -219,7 +220,7 @@ class OptimusPolicy(ReplanPolicy[JobDemand]):
             prev = self._alloc.get(d.job.job_id)
             if prev is not None:
                 tasks[i] = JobTasks(d, prev)
-                tasks[i].reserve(f)
+        JobTasks.reserve_all(f, tasks.values())
         screen = Screen(f, table, [d.seq for d in jobs])
         taken = False
         i = screen.next(-1)

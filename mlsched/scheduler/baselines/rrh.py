@@ -304,8 +304,7 @@ class RrhPolicy(ReplanPolicy[_Job]):
         for job_id, entry, _, _ in ranked:
             prev = self._alloc.get(job_id)
             tasks[job_id] = JobTasks(entry.dem, prev)
-            if prev is not None:
-                tasks[job_id].reserve(f)
+        JobTasks.reserve_all(f, tasks.values())
         out: dict[str, Placement] = {}
         for job_id, entry, _, _ in ranked:
             t = tasks[job_id]

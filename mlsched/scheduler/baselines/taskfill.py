@@ -56,7 +56,17 @@ def to_placement(
 ) -> Placement:
     """The placement of these counts; ``previous`` itself when equal (the engine's fast
     path skips re-checking an unchanged placement object)."""
-    placement = Placement(tuple(workers.items()), tuple(ps.items()))
+    w, z = tuple(workers.items()), tuple(ps.items())
+    if (
+        previous is not None
+        and previous.workers == w
+        and previous.ps == z
+        and previous.worker_type is None
+        and previous.ps_type is None
+        and previous.ring is None
+    ):
+        return previous  # unchanged counts (most jobs at most events): no new object
+    placement = Placement(w, z)
     return previous if previous is not None and previous == placement else placement
 
 
@@ -75,7 +85,9 @@ class TaskFiller:
         self.worker_pool = np.array(cluster.worker_servers, dtype=np.intp)
         self.ps_pool = np.array(cluster.ps_servers, dtype=np.intp)
         self.hosts_ps = np.array([s.pool.hosts_ps() for s in cluster.servers])
-        self._by_gpu: dict[str | None, np.ndarray] = {}
+        self._ps_list = tuple(int(s) for s in self.ps_pool)
+        # GPU type -> the servers that may host it, as an array and as a tuple (bisect).
+        self._by_gpu: dict[str | None, tuple[np.ndarray, tuple[int, ...]]] = {}
 
     def reset(self) -> None:
         """Back to an empty cluster with nothing reserved."""
@@ -87,9 +99,9 @@ class TaskFiller:
     def demand(self, job: JobSpec, seq: int) -> JobDemand:
         """The job's :class:`JobDemand` (default worker/PS bundles, no typed bundles)."""
         servers = self._by_gpu.get(job.gpu_type)
-        if servers is None:
+        if servers is None:  # once per GPU type: arrays and tuples shared by its jobs
             gpus = [s.gpu_type for s in self.cluster.servers]
-            servers = np.array(
+            eligible = np.array(
                 [
                     i
                     for i in self.cluster.worker_servers
@@ -97,18 +109,22 @@ class TaskFiller:
                 ],
                 dtype=np.intp,
             )
-            self._by_gpu[job.gpu_type] = servers
-        ps_servers = self.ps_pool if job.uses_ps else self.ps_pool[:0]
-        ps = self.cluster.demand_array(job.ps) if job.uses_ps else np.zeros(self.free.shape[1])
+            servers = self._by_gpu[job.gpu_type] = (eligible, tuple(int(s) for s in eligible))
+        if job.uses_ps:
+            ps_servers, ps_list = self.ps_pool, self._ps_list
+            ps = self.cluster.demand_array(job.ps)
+        else:
+            ps_servers, ps_list = self.ps_pool[:0], ()
+            ps = np.zeros(self.free.shape[1])
         return JobDemand(
             job,
             seq,
             self.cluster.demand_array(job.worker),
             ps,
-            servers,
+            servers[0],
             ps_servers,
-            tuple(int(s) for s in servers),
-            tuple(int(s) for s in ps_servers),
+            servers[1],
+            ps_list,
         )
 
     # Single-server operations --------------------------------------------------------------
@@ -136,11 +152,11 @@ class TaskFiller:
     # without a previous place goes: to unreserved room first, so it does not displace a
     # running job that is placed after it.
     def reserve(self, server: int, demand: np.ndarray, count: int = 1) -> None:
-        self.reserved[server] += demand * count
+        self.reserved[server] += demand if count == 1 else demand * count
         self.has_reserved = True
 
     def unreserve(self, server: int, demand: np.ndarray, count: int = 1) -> None:
-        self.reserved[server] -= demand * count
+        self.reserved[server] -= demand if count == 1 else demand * count
 
     def _room(self, servers: np.ndarray, spare: bool) -> np.ndarray:
         room = self.free[servers]

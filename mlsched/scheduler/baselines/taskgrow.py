@@ -13,8 +13,10 @@ always start once it comes first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from mlsched.core.allocation import Placement
 from mlsched.scheduler.baselines.taskfill import JobDemand, TaskFiller, to_placement
@@ -51,6 +53,21 @@ class JobTasks:
             filler.reserve(s, self.dem.worker, c)
         for s, c in self.sticky_p.items():
             filler.reserve(s, self.dem.ps, c)
+
+    @staticmethod
+    def reserve_all(filler: TaskFiller, jobs: Iterable[JobTasks]) -> None:
+        """:meth:`reserve` for many jobs in one array operation (a re-plan reserves every
+        running job's placement); the same sums as one at a time, added in the same order."""
+        rows: list[int] = []
+        amounts: list[np.ndarray] = []
+        for t in jobs:
+            for sticky, demand in ((t.sticky_w, t.dem.worker), (t.sticky_p, t.dem.ps)):
+                for s, c in sticky.items():
+                    rows.append(s)
+                    amounts.append(demand if c == 1 else demand * c)
+        if rows:
+            np.add.at(filler.reserved, rows, np.array(amounts))
+            filler.has_reserved = True
 
     def release(self, filler: TaskFiller) -> None:
         """Drop the sticky quotas left and their reservations (the job stops growing)."""

@@ -79,9 +79,38 @@ def add_trace_parser(sub: Any) -> None:
         "stopping at the first",
     )
     q.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_generate(tsub)
+
+
+def _add_generate(tsub: Any) -> None:
+    g = tsub.add_parser(
+        "generate",
+        help="write a Philly-shaped synthetic trace (any size) in Philly's own format",
+        description="Draw jobs from the shape of Microsoft's Philly trace (most jobs on one "
+        "GPU, heavy-tailed run times, retried failures, a daily cycle; docs/traces.md) and "
+        "write them as a cluster_job_log JSON list, which `mlsched trace import --format "
+        "philly` reads. The arrival rate makes --load of the cluster's GPUs busy on average.",
+    )
+    g.add_argument("--jobs", required=True, type=positive_int, help="number of jobs")
+    g.add_argument("--gpus", required=True, type=positive_int, help="the cluster's GPUs")
+    g.add_argument(
+        "--load",
+        type=positive_float,
+        default=0.8,
+        help="average busy share of the cluster's GPUs over the arrivals (default 0.8)",
+    )
+    g.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    g.add_argument("--out", required=True, type=Path, help="trace file to write (JSON)")
+    g.add_argument(
+        "--cluster-out",
+        type=Path,
+        help="also write a cluster file of --gpus GPUs on 8-GPU machines (YAML)",
+    )
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    if args.trace_command == "generate":
+        return _run_generate(args)
     from mlsched.core.batch_gc import batch_gc
     from mlsched.workloads.trace import load_cluster_file
     from mlsched.workloads.traces import import_trace, write_workload
@@ -134,3 +163,25 @@ def _print_summary(notes: dict[str, Any], written: list[Path], has_cluster: bool
     lines += [f"    - {a}" for a in notes["assumptions"]]
     lines.append("wrote " + ", ".join(str(p) for p in written))
     print("\n".join(lines), file=sys.stdout)
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from mlsched.workloads.traces.synth import generate_philly, philly_cluster
+
+    jobs = generate_philly(args.jobs, cluster_gpus=args.gpus, load=args.load, seed=args.seed)
+    with args.out.open("w", encoding="utf-8") as fh:
+        json.dump(jobs, fh, separators=(",", ":"))
+    written = [str(args.out)]
+    if args.cluster_out:
+        args.cluster_out.write_text(
+            yaml.safe_dump(philly_cluster(args.gpus), sort_keys=False), encoding="utf-8"
+        )
+        written.append(str(args.cluster_out))
+    print(
+        f"{len(jobs)} Philly-shaped jobs for {args.gpus} GPUs at load {args.load:g} "
+        f"(seed {args.seed}); wrote {', '.join(written)}",
+        file=sys.stdout,
+    )
+    return 0

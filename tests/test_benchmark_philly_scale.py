@@ -1,0 +1,64 @@
+"""The Philly-scale benchmark end to end at a small size: generate, import and simulate
+as separate processes, the figures read back, and the figure drawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import philly_scale
+
+
+def test_one_small_point_runs_every_step(tmp_path: Path) -> None:
+    out, png = tmp_path / "r.json", tmp_path / "f.png"
+    rc = philly_scale.main(
+        [
+            "--jobs",
+            "150",
+            "--gpus",
+            "64",
+            "--gpus-sweep",
+            "32",
+            "--sweep-jobs",
+            "150",
+            "--policies",
+            "fifo",
+            "--work",
+            str(tmp_path / "w"),
+            "--out",
+            str(out),
+            "--plot",
+            str(png),
+        ]
+    )
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["jobs"], r["gpus"]) for r in rows] == [(150, 64), (150, 32)]
+    for r in rows:
+        assert r["completed"] == 150
+        assert 0 < r["engine_s"] < r["wall_s"]
+        assert r["peak_rss_mb"] > 20  # the child's own, not this process's
+        assert r["slots"] > 0
+    assert "import_s" in rows[0] and "goal_met" not in rows[0]  # goals are for 100,000
+    # Fewer GPUs at the same jobs: the same work over a longer span.
+    assert rows[1]["slots"] > rows[0]["slots"]
+    assert png.stat().st_size > 10_000
+    # The figure can be redrawn from the results alone.
+    png.unlink()
+    assert (
+        philly_scale.main(
+            ["--from", str(out), "--plot", str(png), "--gpus", "64", "--sweep-jobs", "150"]
+        )
+        == 0
+    )
+    assert png.exists()
+
+
+def test_a_bad_out_stops_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit):
+        philly_scale.main(["--out", str(blocker / "sub" / "r.json"), "--jobs", "10"])
+    assert "--out" in capsys.readouterr().err

@@ -25,17 +25,18 @@ agents see meanwhile.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import multiprocessing as mp
 import resource
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psutil
 import yaml
 
@@ -47,47 +48,61 @@ from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _agent(
+async def _agent(
     address: str, name: str, args: dict[str, Any], out: list[tuple[str, float, float]]
 ) -> None:
-    stub = agent_pb2_grpc.AgentServiceStub(client_channel(address, ClientAuth(args["token"])))
-    req = agent_pb2.RegisterRequest(
-        name=name, host="127.0.0.1", pool="both", port_lo=40000, port_hi=40999
-    )
-    req.capacity.amounts.update({"gpu": 4, "cpu": 16, "mem_gb": 64})
-    t0 = time.perf_counter()
-    agent_id = stub.Register(req, timeout=30).agent_id
-    out.append(("Register", time.perf_counter() - t0, time.time()))
-    end = time.monotonic() + args["seconds"]
-    # Spread the agents' phases so heartbeats do not arrive in lockstep.
-    time.sleep(args["interval"] * (hash(name) % 1000) / 1000)
-    while time.monotonic() < end:
-        hb = agent_pb2.HeartbeatRequest(agent_id=agent_id)
-        for k in range(args["tasks"]):
-            t = hb.tasks.add(
-                task_id=f"{name}.t{k}", job_id=f"sim{k}", state=agent_pb2.TASK_STATE_RUNNING
-            )
-            t.measurement.iterations = 100
-            t.measurement.timed_iterations = 98
-            t.measurement.compute_time_s = 9.8
-            t.measurement.comm_time_s = 1.2
-            t.measurement.last_step = 99
-        hb.telemetry.cpu_percent = 50.0
+    """One stand-in agent: register, then heartbeat every ``interval`` seconds."""
+    metadata = ClientAuth(args["token"]).metadata()
+    async with grpc.aio.insecure_channel(address) as channel:  # one channel per agent
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        req = agent_pb2.RegisterRequest(
+            name=name, host="127.0.0.1", pool="both", port_lo=40000, port_hi=40999
+        )
+        req.capacity.amounts.update({"gpu": 4, "cpu": 16, "mem_gb": 64})
         t0 = time.perf_counter()
-        resp = stub.Heartbeat(hb, timeout=30)
-        out.append(("Heartbeat", time.perf_counter() - t0, time.time()))
-        if resp.reregister:
-            stub.Register(req, timeout=30)
-        time.sleep(max(0.0, args["interval"] - (time.perf_counter() - t0)))
+        agent_id = (await stub.Register(req, timeout=30, metadata=metadata)).agent_id
+        out.append(("Register", time.perf_counter() - t0, time.time()))
+        end = time.monotonic() + args["seconds"]
+        # Spread the agents' phases so heartbeats do not arrive in lockstep.
+        await asyncio.sleep(args["interval"] * (hash(name) % 1000) / 1000)
+        while time.monotonic() < end:
+            hb = agent_pb2.HeartbeatRequest(agent_id=agent_id)
+            for k in range(args["tasks"]):
+                t = hb.tasks.add(
+                    task_id=f"{name}.t{k}", job_id=f"sim{k}", state=agent_pb2.TASK_STATE_RUNNING
+                )
+                t.measurement.iterations = 100
+                t.measurement.timed_iterations = 98
+                t.measurement.compute_time_s = 9.8
+                t.measurement.comm_time_s = 1.2
+                t.measurement.last_step = 99
+            hb.telemetry.cpu_percent = 50.0
+            t0 = time.perf_counter()
+            resp = await stub.Heartbeat(hb, timeout=30, metadata=metadata)
+            out.append(("Heartbeat", time.perf_counter() - t0, time.time()))
+            if resp.reregister:
+                await stub.Register(req, timeout=30, metadata=metadata)
+            await asyncio.sleep(max(0.0, args["interval"] - (time.perf_counter() - t0)))
 
 
 def _client_proc(address: str, names: list[str], args: dict[str, Any], q: Any) -> None:
+    """A client process: its agents as coroutines on one event loop (asyncio gRPC), so the
+    stand-ins' own cost (threads contending for this process's interpreter) stays out of
+    the latencies they measure; each agent still has its own channel, as real agents do."""
     out: list[tuple[str, float, float]] = []
-    threads = [threading.Thread(target=_agent, args=(address, n, args, out)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+
+    async def run_all() -> None:
+        await asyncio.gather(*(_agent(address, n, args, out) for n in names))
+
+    asyncio.run(run_all())
+    q.put(out)
+
+
+def _queries_proc(address: str, token: str | None, seconds: float, q: Any) -> None:
+    """A user polling the job list and the cluster status, in a process of its own (as a
+    CLI is), not in the controller's."""
+    out: list[tuple[str, float, float]] = []
+    _queries(address, token, seconds, out)
     q.put(out)
 
 
@@ -282,9 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(ctx.Process(target=_bad_specs, args=(ctl.address, "bench", a.seconds, bad_q)))
     for pr in procs:
         pr.start()
-    queries: list[tuple[str, float, float]] = []
-    qt = threading.Thread(target=_queries, args=(ctl.address, "bench", a.seconds, queries))
-    qt.start()
+    query_q = ctx.Queue()
+    qp = ctx.Process(target=_queries_proc, args=(ctl.address, "bench", a.seconds, query_q))
+    qp.start()
     samples: list[tuple[str, float, float]] = []
     for _ in range(a.procs):
         samples += q.get()
@@ -294,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         samples += bad
     for pr in procs:
         pr.join()
-    qt.join()
+    queries = query_q.get()
+    qp.join()
     slots = ctl.engine.slot if ctl.engine else 0
     alive = len(ctl.agents.alive())
     rss_mb = process.memory_info().rss / 2**20

@@ -196,3 +196,87 @@ def test_a_crash_loop_ends_the_job_but_lost_machines_do_not() -> None:
         (task,) = ex.desired_for("a0")
         _beat(reg, "a0", [_status(task.task_id, DONE, code=1)], ex)
     assert ex.jobs["j"].fatal.startswith("3 generations failed in a row")
+
+
+def test_a_run_is_stored_when_it_changes_and_not_again_while_it_does_not() -> None:
+    """Every slot boundary stores the jobs' runs; a run that did not change is not written
+    again (at a thousand jobs these writes were the boundary's largest cost), but every
+    change is, in one commit per chunk of jobs."""
+    reg = AgentRegistry(timeout_s=5.0)
+    reg.register(AgentInfo(agent_id="a0", host="127.0.0.1", capacity={"gpu": 2}))
+    clock = [1000.0]
+    writes: list[tuple[str, dict[str, Any] | None]] = []
+    batches: list[int] = []
+
+    class Batch:
+        def __enter__(self) -> None:
+            batches.append(len(writes))
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    ex = ClusterExecutor(
+        reg,
+        slot_seconds=10.0,
+        settings=TaskSettings(checkpoint_root="/ckpt"),
+        clock=lambda: clock[0],
+        on_change=lambda job_id, run: writes.append((job_id, run)),
+        batch=Batch,
+    )
+    cluster = reg.cluster()
+    assert cluster is not None
+    ex.set_cluster(cluster)
+    spec = JobSpec.from_dict(
+        {"job_id": "j", "model": "mlp", "arch": "allreduce", "batches_per_chunk": 100,
+         "max_workers": 2, "training": {"launcher": "direct"}}
+    )  # fmt: skip
+    p = Placement(((0, 2),))
+    ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})
+    launched = len(writes)
+    assert launched >= 1 and writes[-1][1] is not None and writes[-1][1]["gen"]["number"] == 1
+    _beat(reg, "a0", [_status("j.g1.r0", RUNNING, last=9), _status("j.g1.r1", RUNNING, last=9)])
+    clock[0] += 10.0
+    ex.collect(0)
+    assert len(writes) == launched + 1  # progress reported: the run changed
+    assert writes[-1][1] is not None and writes[-1][1]["reported_units"] == 20
+    assert batches  # the report's writes went through the batch
+    ex.apply(1, Allocation(1, {"j": p}), {"j": spec}, {"j": 80.0})
+    clock[0] += 10.0
+    ex.collect(1)  # nothing reported since: the same run, not written again
+    assert len(writes) == launched + 1
+    _beat(reg, "a0", [_status("j.g1.r0", RUNNING, last=19), _status("j.g1.r1", RUNNING, last=19)])
+    ex.apply(2, Allocation(2, {"j": p}), {"j": spec}, {"j": 80.0})
+    clock[0] += 10.0
+    ex.collect(2)
+    assert len(writes) == launched + 2 and writes[-1][1]["reported_units"] == 40  # type: ignore[index]
+    # What was written is the run itself: it reads back as the executor holds it.
+    assert writes[-1][1] == ex.jobs["j"].run.to_dict()
+
+
+def test_views_are_the_single_job_answers_and_sweeps_cover_every_job() -> None:
+    """Many jobs, more than one chunk of the lock: the bulk view agrees with the per-job
+    calls, and one sweep launches every job that its allocation places."""
+    reg = AgentRegistry(timeout_s=5.0)
+    for i in range(4):
+        reg.register(AgentInfo(agent_id=f"a{i}", host="127.0.0.1", capacity={"gpu": 40}))
+    ex = ClusterExecutor(reg, slot_seconds=10.0, settings=TaskSettings(checkpoint_root="/c"))
+    cluster = reg.cluster()
+    assert cluster is not None
+    ex.set_cluster(cluster)
+    n = 3 * 25 + 7  # three full chunks and a part
+    specs = {
+        f"j{k}": JobSpec.from_dict(
+            {"job_id": f"j{k}", "model": "mlp", "arch": "allreduce", "batches_per_chunk": 100,
+             "max_workers": 1, "training": {"launcher": "direct"}}
+        )  # fmt: skip
+        for k in range(n)
+    }
+    alloc = {j: Placement(((k % 4, 1),)) for k, j in enumerate(specs)}
+    ex.apply(0, Allocation(0, alloc), specs, {j: 100.0 for j in specs})
+    launched = [j for j in specs if ex.jobs[j].run.gen is not None]
+    assert launched == list(specs)
+    views = ex.views(list(specs) + ["nobody"])
+    for j in specs:
+        assert views[j] == (ex.live(j), ex.failures_of(j), ex.live_state(j))
+        assert views[j].doing is not None and views[j].doing.layout == ex.jobs[j].want
+    assert views["nobody"] == (None, None, None)

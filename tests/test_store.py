@@ -336,3 +336,30 @@ def test_many_measurements_in_one_transaction_are_all_kept(store: Store) -> None
             store.add_measurement(i // 10, f"j{i % 10}", {**MEASUREMENT, "iterations": i})
     assert len(store.measurements()) == 1000
     assert len(store.measurements("j3")) == 100
+
+
+def test_a_slot_of_many_jobs_in_one_statement_each_reads_back_in_order(store: Any) -> None:
+    """The slot boundary's batched writes (measurements, progress, job states) read back
+    row for row as the one-at-a-time writes do, and an unknown job id in a state batch
+    is named and changes nothing."""
+    for j in ("a", "b", "c"):
+        store.add_job(j, {"job_id": j}, submitted_at=1.0)
+    rows = [(j, {**MEASUREMENT, "iterations": k}) for k, j in enumerate("abc")]
+    with store.transaction():
+        store.add_measurements(4, rows)
+        store.add_progress_rows(4, [("a", 1.5, False, 0.0), ("c", 9.0, True, 2.5)])
+        store.update_jobs([("a", {"state": "running"}), ("b", {"state": "paused"})])
+    got = [m for m in store.measurements() if m["slot"] == 4]
+    assert [(m["job_id"], m["iterations"]) for m in got] == [("a", 0), ("b", 1), ("c", 2)]
+    progress = store.progress()
+    assert [(p["job_id"], p["units"], p["finished"], p["restart_s"]) for p in progress] == [
+        ("a", 1.5, False, 0.0),
+        ("c", 9.0, True, 2.5),
+    ]
+    states = {j["job_id"]: j["state"] for j in store.jobs()}
+    assert states["a"] == {"state": "running"} and states["b"] == {"state": "paused"}
+    with pytest.raises(KeyError, match="'zz'"):
+        store.update_jobs([("c", {"state": "done"}), ("zz", {"state": "done"})])
+    assert {j["job_id"]: j["state"] for j in store.jobs()}["c"] != {"state": "done"}
+    store.add_measurements(5, [])  # an empty slot writes nothing and does not fail
+    assert not [m for m in store.measurements() if m["slot"] == 5]

@@ -19,14 +19,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from mlsched.controller.agents import AgentRegistry
 from mlsched.controller.decisions import Drain, Fail, Finish, Keep, Launch, Wait, decide
-from mlsched.controller.executor_jobs import ExecutorJob, LiveAgents, LiveState, RunFacts
-from mlsched.controller.generation_measure import measure_generation, restart_seconds
+from mlsched.controller.executor_jobs import (
+    ExecutorJob,
+    JobView,
+    LiveAgents,
+    LiveState,
+    RunFacts,
+)
+from mlsched.controller.generation_measure import slot_progress
+from mlsched.controller.launch_resources import gpu_indices, take_port
 from mlsched.controller.logs import TaskIndex
 from mlsched.controller.runs import (
     Generation,
@@ -43,11 +50,16 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 from mlsched.core.reports import TaskReport
 from mlsched.core.tasks import TaskPlan
-from mlsched.engine.executor import Executor, JobFailure, JobProgress, SlotReport
+from mlsched.engine.executor import Executor, JobFailure, SlotReport
 
 __all__ = ["ClusterExecutor", "ExecutorJob"]
 
 log = logging.getLogger(__name__)
+
+#: Jobs reconciled per hold of the executor's lock (see :meth:`ClusterExecutor.reconcile`).
+RECONCILE_CHUNK = 25
+#: Seconds between the slot loop's sweeps over every job (see :meth:`ClusterExecutor.collect`).
+SWEEP_S = 1.0
 
 
 class ClusterExecutor(Executor):
@@ -60,6 +72,7 @@ class ClusterExecutor(Executor):
         lease_s: float = 120.0,
         max_failures: int = 3,
         on_change: Callable[[str, dict[str, Any] | None], None] | None = None,
+        batch: Callable[[], AbstractContextManager[Any]] = nullcontext,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.agents = agents
@@ -68,6 +81,8 @@ class ClusterExecutor(Executor):
         self.lease_s = lease_s
         self.max_failures = max_failures
         self.on_change = on_change  # persists a run (job id, run dict or None)
+        self.batch = batch  # groups the persists of a slot boundary into one store commit
+        self._stored: dict[str, dict[str, Any]] = {}  # the run each job last persisted
         self.clock = clock
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -140,21 +155,24 @@ class ClusterExecutor(Executor):
                 if entry is None:
                     entry = self.jobs[job_id] = ExecutorJob(jobs[job_id], JobRun(job_id))
                 entry.want = placement_layout(p, names.__getitem__)
-            self._reconcile_locked()
+        self.reconcile()
 
     def collect(self, slot: int) -> SlotReport:
+        """Wait for the slot's end, reconciling every job every :data:`SWEEP_S` seconds and
+        when poked (an agent lost or back), then report the slot. Heartbeats reconcile
+        their own agents' jobs as they come, which is how a running job moves on: the sweep
+        is for what no heartbeat reports (a lost agent, a timeout), so it need not be
+        frequent, and at a thousand jobs it is the loop's largest cost between boundaries."""
         while True:
             with self._lock:
                 left = self._deadline - self.clock()
                 if left <= 0 or self._stopping:
                     break
             self.reconcile()
-            self._wake.wait(min(0.25, max(0.0, left)))
+            self._wake.wait(min(SWEEP_S, max(0.0, left)))
             self._wake.clear()
-        with self._lock:
-            self._reconcile_locked()
-            self._nic.rates(slot, self.agents.alive())  # every slot: measured jobs or not
-            return self._report_locked(slot)
+        self.reconcile()
+        return self._report(slot)
 
     def close(self) -> None:
         with self._lock:
@@ -202,8 +220,22 @@ class ClusterExecutor(Executor):
             entry = self.jobs.pop(job_id, None)
             if entry is not None and entry.run.gen is not None:
                 self._release_ports(entry.run.gen)
+            self._stored.pop(job_id, None)
         if self.on_change is not None:
             self.on_change(job_id, None)
+
+    def views(self, job_ids: Sequence[str]) -> dict[str, JobView]:
+        """:meth:`live`, :meth:`failures_of` and :meth:`live_state` of many jobs (a job
+        list), :data:`RECONCILE_CHUNK` jobs per hold of the lock."""
+        out: dict[str, JobView] = {}
+        for k in range(0, len(job_ids), RECONCILE_CHUNK):
+            with self._lock:
+                for job_id in job_ids[k : k + RECONCILE_CHUNK]:
+                    out[job_id] = JobView(
+                        self.live(job_id), self.failures_of(job_id), self.live_state(job_id)
+                    )
+            time.sleep(0)  # let waiting heartbeats run between chunks
+        return out
 
     def live(self, job_id: str) -> tuple[float, int] | None:
         """(work units done, trainer steps done) by the job's processes as last reported:
@@ -269,7 +301,7 @@ class ClusterExecutor(Executor):
 
         Only the jobs with tasks on this agent are brought up to date first: its heartbeat
         can change nothing else. Every other job is reconciled by :meth:`apply` and by the
-        slot loop (:meth:`collect`, every 0.25 s and when poked); reconciling every job on
+        slot loop (:meth:`collect`, every SWEEP_S seconds and when poked); reconciling every job on
         every heartbeat made each one cost O(jobs) under the lock."""
         with self._lock:
             ids = self._agent_jobs.get(agent_id)
@@ -299,8 +331,19 @@ class ClusterExecutor(Executor):
         return self.clock() + self.lease_s
 
     def reconcile(self) -> None:
+        """Bring every job up to date, :data:`RECONCILE_CHUNK` jobs per hold of the lock:
+        a heartbeat (which needs the lock for its own agent's jobs) waits for one chunk,
+        not for a thousand jobs. Jobs are independent, so a heartbeat between chunks sees
+        each job either before or after its turn, both consistent."""
         with self._lock:
-            self._reconcile_locked()
+            ids = list(self.jobs)
+        for k in range(0, len(ids), RECONCILE_CHUNK):
+            with self._lock:
+                for job_id in ids[k : k + RECONCILE_CHUNK]:
+                    job = self.jobs.get(job_id)
+                    if job is not None:
+                        self._reconcile_one(job_id, job)
+            time.sleep(0)  # let a waiting heartbeat run between chunks (the interpreter lock)
 
     def poke(self) -> None:
         """Something changed (a heartbeat): let ``collect`` reconcile now."""
@@ -426,7 +469,10 @@ class ClusterExecutor(Executor):
         job, run, job_id = entry.spec, entry.run, entry.run.job_id
         host_agent = self.agents.get(store_host(job, layout))
         assert host_agent is not None
-        port = self._take_port(host_agent.host, host_agent.port_lo, host_agent.port_hi)
+        gens = [e.run.gen for e in self.jobs.values() if e.run.gen is not None]
+        port = take_port(
+            host_agent.host, host_agent.port_lo, host_agent.port_hi, gens, self._next_port
+        )
         run.generations += 1
         tasks, agent_of, stop, ups = render_tasks(
             job,
@@ -436,7 +482,7 @@ class ClusterExecutor(Executor):
             cursor=run.cursor,
             rendezvous=f"{host_agent.host}:{port}",
             settings=self.settings,
-            gpu_indices=self._gpu_indices(job, layout),
+            gpu_indices=gpu_indices(job, layout, self.agents, gens),
         )
         run.gen = Generation(
             number=run.generations,
@@ -463,105 +509,75 @@ class ClusterExecutor(Executor):
         )
         self._persist(job_id)
 
-    def _gpu_indices(self, job: JobSpec, layout: Layout) -> dict[tuple[str, int], list[int]]:
-        """GPU indices per (agent, worker slot) for agents with GPUs, avoiding those in use."""
-        need = int(job.worker.get("gpu", 0.0))
-        if need <= 0:
-            return {}
-        out: dict[tuple[str, int], list[int]] = {}
-        for agent_id, n_workers, _ in layout:
-            agent = self.agents.get(agent_id)
-            if agent is None or agent.gpu_count <= 0:
-                continue
-            used = {
-                i
-                for e in self.jobs.values()
-                if e.run.gen is not None
-                for t, spec in e.run.gen.tasks.items()
-                if e.run.gen.agent_of[t] == agent_id
-                for i in spec.gpu_indices
-            }
-            free = [i for i in range(agent.gpu_count) if i not in used]
-            for w in range(n_workers):
-                out[(agent_id, w)] = free[w * need : (w + 1) * need]
-        return out
-
-    def _take_port(self, host: str, lo: int, hi: int) -> int:
-        gens = [e.run.gen for e in self.jobs.values() if e.run.gen is not None]
-        used = {p for gen in gens for h, p in gen.ports if h == host}
-        # Rotate through the range: a just-closed store port may linger in TIME_WAIT.
-        start = self._next_port.get(host, lo)
-        span = hi - lo + 1
-        for i in range(span):
-            port = lo + (start - lo + i) % span
-            if port not in used:
-                self._next_port[host] = port + 1 if port < hi else lo
-                return port
-        raise RuntimeError(f"no free port in {lo}-{hi} on {host}")
-
     def _release_ports(self, gen: Generation) -> None:
         gen.ports = []
 
     def _persist(self, job_id: str) -> None:
-        if self.on_change is not None:
-            job = self.jobs.get(job_id)
-            self.on_change(job_id, job.run.to_dict() if job else None)
+        """Store the job's run, unless it is what was stored last (most jobs at most slot
+        boundaries: a steady job's run changes only when it reports progress)."""
+        if self.on_change is None:
+            return
+        job = self.jobs.get(job_id)
+        if job is None:
+            self._stored.pop(job_id, None)
+            self.on_change(job_id, None)
+            return
+        doc = job.run.to_dict()
+        if self._stored.get(job_id) == doc:
+            return
+        self._stored[job_id] = doc
+        self.on_change(job_id, doc)
 
-    def _report_locked(self, slot: int) -> SlotReport:
+    def _report(self, slot: int) -> SlotReport:
+        """The slot's progress, measurements and failures, :data:`RECONCILE_CHUNK` jobs
+        per hold of the lock (as :meth:`reconcile`), each chunk's runs stored in one
+        commit."""
         report = SlotReport(slot=slot)
-        wanted = [e for e in self.jobs.values() if e.want is not None]
-        for entry in wanted:
-            job_id, run, job = entry.spec.job_id, entry.run, entry.spec
-            done_units = float(run.cursor)
-            last_t: float | None = None
-            restart_s = 0.0
-            for gen in [*run.ended, *([run.gen] if run.gen is not None else [])]:
-                if gen is run.gen:
-                    statuses = [s for s in self._statuses(gen).values() if s is not None]
-                else:
-                    statuses = list(gen.final.values())
-                steps = [s.measurement.last_step for s in statuses if s.measurement.iterations]
-                if steps:
-                    reached = max(steps) + 1 - gen.start_step
-                    done_units = max(done_units, gen.start_cursor + max(0, reached) * gen.ups)
-                    t = max(s.measurement.last_iteration_unix for s in statuses)
-                    last_t = t if last_t is None else max(last_t, t)
-                measurement = measure_generation(
-                    job.job_id,
-                    run,
-                    gen,
-                    statuses,
-                    slot,
-                    self.placement_of(gen.layout),
-                    lambda: self._nic.rates(slot, self.agents.alive()),
-                )
-                if measurement is not None:
-                    report.measurements.append(measurement)
-                restart = restart_seconds(gen, statuses)
-                if restart is not None:
-                    restart_s = restart
-            for gen in run.ended:
-                for task_id in gen.tasks:
-                    run.seen.pop(task_id, None)
-            run.ended.clear()
-            total = job.total_work
-            finished = run.finished or done_units >= total - 1e-9
-            units = max(0.0, min(total, done_units) - run.reported_units)
-            run.reported_units += units
-            offset = None
-            if finished:
-                units = max(0.0, total - (run.reported_units - units))
-                run.reported_units = total
-                end = last_t if last_t is not None else self.clock()
-                offset = min(self.slot_seconds, max(0.0, end - self._slot_start))
-            report.progress[job_id] = JobProgress(units, finished, offset, restart_s)
-        for job_id, entry in self.jobs.items():
-            if entry.failure is not None:
-                report.failures[job_id], entry.failure = entry.failure, None
-            if entry.fatal and not entry.fatal_reported:
-                entry.fatal_reported = True
-                kept = float(entry.run.cursor)
-                report.failures[job_id] = JobFailure(entry.fatal, fatal=True, checkpoint_units=kept)
-        for entry in wanted:
-            self._persist(entry.spec.job_id)
+        with self._lock:
+            self._nic.rates(slot, self.agents.alive())  # every slot: measured jobs or not
+            wanted = [job_id for job_id, e in self.jobs.items() if e.want is not None]
+        for k in range(0, len(wanted), RECONCILE_CHUNK):
+            with self._lock, self.batch():
+                for job_id in wanted[k : k + RECONCILE_CHUNK]:
+                    entry = self.jobs.get(job_id)
+                    if entry is not None and entry.want is not None:
+                        self._report_job(report, entry, slot)
+                        self._persist(job_id)
+            time.sleep(0)
+        with self._lock:
+            for job_id, entry in self.jobs.items():
+                if entry.failure is not None:
+                    report.failures[job_id], entry.failure = entry.failure, None
+                if entry.fatal and not entry.fatal_reported:
+                    entry.fatal_reported = True
+                    kept = float(entry.run.cursor)
+                    report.failures[job_id] = JobFailure(
+                        entry.fatal, fatal=True, checkpoint_units=kept
+                    )
         return report
+
+    def _report_job(self, report: SlotReport, entry: ExecutorJob, slot: int) -> None:
+        """One job's part of the slot's report (:func:`.generation_measure.slot_progress`)."""
+        run = entry.run
+        seen = [
+            (
+                gen,
+                [s for s in self._statuses(gen).values() if s is not None]
+                if gen is run.gen
+                else list(gen.final.values()),
+            )
+            for gen in [*run.ended, *([run.gen] if run.gen is not None else [])]
+        ]
+        progress, measurements = slot_progress(
+            entry.spec,
+            run,
+            seen,
+            slot,
+            placement_of=self.placement_of,
+            nic=lambda: self._nic.rates(slot, self.agents.alive()),
+            now=self.clock,
+            slot_seconds=self.slot_seconds,
+            slot_start=self._slot_start,
+        )
+        report.measurements.extend(measurements)
+        report.progress[entry.spec.job_id] = progress

@@ -15,14 +15,20 @@ __all__ = ["cluster_status"]
 
 
 def cluster_status(
-    engine: Engine | None, agents: AgentRegistry, cfg: ControllerConfig
+    engine: Engine | None,
+    agents: AgentRegistry,
+    cfg: ControllerConfig,
+    model_error: tuple[float, int] = (0.0, 0),
 ) -> ClusterStatus:
-    """Now's picture; before the first plan (no engine) the agents alone."""
+    """Now's picture; before the first plan (no engine) the agents alone. ``model_error``
+    is the sum of the runtime model's absolute relative errors and their count, kept as
+    they come (the engine's list of them grows by every running job every slot)."""
     used: dict[str, dict[str, float]] = {}
     if engine is not None:
         names = engine.cluster.resource_names
+        in_use = engine.used.tolist()  # one copy, not one per server and resource
         for i, server in enumerate(engine.cluster.servers):
-            used[server.name] = {n: float(engine.used[i, r]) for r, n in enumerate(names)}
+            used[server.name] = {n: float(in_use[i][r]) for r, n in enumerate(names)}
     now = time.monotonic()
     statuses = tuple(
         AgentStatus(
@@ -37,13 +43,13 @@ def cluster_status(
         )
         for a in agents.all()
     )
-    errs = [abs(e.relative) for e in engine.model_errors] if engine is not None else []
+    total, count = model_error
     return ClusterStatus(
         slot=engine.slot if engine else 0,
         slot_seconds=cfg.slot_seconds,
         policy=cfg.policy,
         agents=statuses,
-        model_error_mean_abs=sum(errs) / len(errs) if errs else 0.0,
-        model_error_samples=len(errs),
+        model_error_mean_abs=total / count if count else 0.0,
+        model_error_samples=count,
         **(market(list(engine.records.values())) if engine is not None else {}),
     )

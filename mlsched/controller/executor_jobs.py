@@ -12,7 +12,7 @@ from mlsched.core.allocation import JobState
 from mlsched.core.job import JobSpec
 from mlsched.engine.executor import JobFailure
 
-__all__ = ["ExecutorJob", "LiveAgents", "LiveState", "RunFacts"]
+__all__ = ["ExecutorJob", "JobView", "LiveAgents", "LiveState", "RunFacts"]
 
 
 class LiveState(NamedTuple):
@@ -26,6 +26,14 @@ class RunFacts(NamedTuple):
     lost_steps: int
     checkpoint_step: int
     checkpoint_units: float
+
+
+class JobView(NamedTuple):
+    """What the executor adds to a job's status between slot boundaries."""
+
+    live: tuple[float, int] | None  # work units and trainer steps its processes reported
+    facts: RunFacts | None
+    doing: LiveState | None
 
 
 @dataclass

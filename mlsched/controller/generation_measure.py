@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from mlsched.controller.runs import Generation, JobRun
+from mlsched.controller.runs import Generation, JobRun, Layout
 from mlsched.controller.throughput import comm_gbps
 from mlsched.core.allocation import Placement
+from mlsched.core.job import JobSpec
 from mlsched.core.reports import TaskReport
+from mlsched.engine.executor import JobProgress
 from mlsched.perfmodel.base import Measurement, NicThroughput
 
-__all__ = ["COUNTERS", "measure_generation", "restart_seconds"]
+__all__ = ["COUNTERS", "measure_generation", "restart_seconds", "slot_progress"]
 
 COUNTERS = (
     "timed_iterations",
@@ -85,3 +87,55 @@ def restart_seconds(gen: Generation, statuses: list[TaskReport]) -> float | None
         return None
     gen.restart_reported = True
     return max(0.0, max(firsts) - gen.trigger_at)
+
+
+def slot_progress(
+    job: JobSpec,
+    run: JobRun,
+    seen: list[tuple[Generation, list[TaskReport]]],
+    slot: int,
+    *,
+    placement_of: Callable[[Layout], Placement | None],
+    nic: Callable[[], Mapping[str, NicThroughput]],
+    now: Callable[[], float],
+    slot_seconds: float,
+    slot_start: float,
+) -> tuple[JobProgress, list[Measurement]]:
+    """A job's progress and measurements over the slot, from its generations that ended
+    since the last report and its running one, each with its tasks' statuses (``seen``).
+    Reported progress is a high-water mark (``run.reported_units``); the ended
+    generations' counters are forgotten once read."""
+    done_units = float(run.cursor)
+    last_t: float | None = None
+    restart_s = 0.0
+    measurements: list[Measurement] = []
+    for gen, statuses in seen:
+        steps = [s.measurement.last_step for s in statuses if s.measurement.iterations]
+        if steps:
+            reached = max(steps) + 1 - gen.start_step
+            done_units = max(done_units, gen.start_cursor + max(0, reached) * gen.ups)
+            t = max(s.measurement.last_iteration_unix for s in statuses)
+            last_t = t if last_t is None else max(last_t, t)
+        measurement = measure_generation(
+            job.job_id, run, gen, statuses, slot, placement_of(gen.layout), nic
+        )
+        if measurement is not None:
+            measurements.append(measurement)
+        restart = restart_seconds(gen, statuses)
+        if restart is not None:
+            restart_s = restart
+    for gen in run.ended:
+        for task_id in gen.tasks:
+            run.seen.pop(task_id, None)
+    run.ended.clear()
+    total = job.total_work
+    finished = run.finished or done_units >= total - 1e-9
+    units = max(0.0, min(total, done_units) - run.reported_units)
+    run.reported_units += units
+    offset = None
+    if finished:
+        units = max(0.0, total - (run.reported_units - units))
+        run.reported_units = total
+        end = last_t if last_t is not None else now()
+        offset = min(slot_seconds, max(0.0, end - slot_start))
+    return JobProgress(units, finished, offset, restart_s), measurements

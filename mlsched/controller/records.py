@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState, Quote, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.engine.engine import JobRecord
+from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
 
-__all__ = ["record_from_row", "record_state"]
+__all__ = ["record_from_row", "record_state", "write_slot"]
 
 _PLAIN = (
     "progress",
@@ -68,3 +69,32 @@ def _same_kind(value: Any, default: Any) -> bool:
     if isinstance(default, (int, float)) and not isinstance(default, bool):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return True
+
+
+def write_slot(
+    store: Store,
+    engine: Engine,
+    outcome: SlotOutcome,
+    measured: list[tuple[str, dict[str, Any]]],
+    progress: list[tuple[str, float, bool, float]],
+    allocations: list[tuple[str, dict[str, Any]]],
+    states: list[tuple[str, dict[str, Any]]],
+) -> None:
+    """One slot's history in one commit: the slot reached, the admission decisions, the
+    measurements, progress, allocations and job states (one statement per table)."""
+    t = outcome.slot
+    with store.transaction():
+        store.set_meta("slot", engine.slot)
+        for c in outcome.decided:
+            record = engine.records[c.job_id]
+            store.add_decision(
+                t,
+                c.job_id,
+                c.new is not JobState.REJECTED,
+                record.reason,
+                {"total": record.quote.total} if record.quote else None,
+            )
+        store.add_measurements(t, measured)
+        store.add_progress_rows(t, progress)
+        store.add_allocations(t, allocations)
+        store.update_jobs(states)

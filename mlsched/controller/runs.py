@@ -94,7 +94,7 @@ class Generation:
             "stop_step": self.stop_step,
             "ups": self.ups,
             "tasks": self._tasks_doc,
-            "agent_of": self.agent_of,
+            "agent_of": dict(self.agent_of),
             "ports": [list(p) for p in self.ports],
             "launched_at": self.launched_at,
             "trigger_at": self.trigger_at,

@@ -32,10 +32,16 @@ from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.pricing import market, quote_fields
 from mlsched.controller.probes import LoopHold, ProbeRequest, Probes, ProbeStatus
-from mlsched.controller.records import record_from_row, record_state
+from mlsched.controller.records import record_from_row, record_state, write_slot
 from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
-from mlsched.controller.status import FINAL_STATES, ClusterStatus, JobStatus, PlacementEntry
+from mlsched.controller.status import (
+    FINAL_STATES,
+    ClusterStatus,
+    JobStatus,
+    placement_entries,
+    refined_status,
+)
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState
 from mlsched.core.errors import SpecError, shorten
@@ -50,7 +56,11 @@ from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.profile import load_profile
 from mlsched.scheduler.registry import create
 
-__all__ = ["Controller", "ControllerConfig"]
+__all__ = ["LIST_REUSE_S", "Controller", "ControllerConfig"]
+
+#: Seconds a job list may be answered again: made anew, a thousand jobs' list polled twice a
+#: second cost more than all the agents' heartbeats. A submission or cancel remakes it.
+LIST_REUSE_S = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +96,7 @@ class Controller:
             lease_s=cfg.lease_s,
             max_failures=cfg.max_failures,
             on_change=self._save_run,
+            batch=self.store.transaction,
         )
         self.engine: Engine | None = None
         self._parser = DocumentParser()
@@ -94,6 +105,11 @@ class Controller:
         self._stop = threading.Event()
         self._lock = threading.RLock()  # guards the set of jobs and their statuses
         self._jobs: dict[str, _Served] = {}  # every job ever submitted, in that order
+        self._layouts: tuple[Any, dict[Any, tuple[tuple[str, int, int], ...]]] = (None, {})
+        # The last job list (when, at which epoch: a submission or cancel moves it on).
+        self._list: tuple[float, int, list[JobStatus]] | None = None
+        self._list_epoch = 0
+        self._model_error = (0.0, 0)  # sum of |relative error| and count, this run's slots
         self._thread: threading.Thread | None = None
         # A probe (profiling through the agents) holds the slot loop at a boundary.
         self.loop_hold = LoopHold(wait_s=2 * cfg.slot_seconds + 30.0)
@@ -298,6 +314,7 @@ class Controller:
             waiting = self.engine.reconfigure(cluster, policy)
             if waiting:
                 log.warning("[controller] jobs waiting for capacity: %s", ", ".join(waiting))
+            self._publish(self.engine)  # readmitted or waiting: clients see it now
         log.info("[controller] cluster: %s", ", ".join(s.name for s in cluster.servers))
 
     def _restore(self, engine: Engine) -> None:
@@ -345,11 +362,14 @@ class Controller:
         )
 
     def _take_requests(self, engine: Engine) -> None:
+        """Submissions and cancels into the engine; published when there were any."""
+        taken = False
         while True:
             try:
                 job = self._submissions.get_nowait()
             except queue.Empty:
                 break
+            taken = True
             engine.submit(replace(job, arrival_slot=max(job.arrival_slot, engine.slot)))
         while True:
             try:
@@ -361,12 +381,17 @@ class Controller:
             except SpecError as err:
                 log.info("[controller] cancel %s: %s", job_id, err)
                 continue
+            taken = True
             self.executor.forget(job_id)
             self.store.update_job(job_id, record_state(record, self._extra(job_id)))
-        self._publish(engine)
+        if taken:
+            self._publish(engine)
 
     def _after_slot(self, engine: Engine, outcome: SlotOutcome) -> None:
         report, t = outcome.report, outcome.slot
+        total, count = self._model_error
+        errs = outcome.model_errors
+        self._model_error = (total + sum(abs(e.relative) for e in errs), count + len(errs))
         errors = {(e.job_id, e.slot): e for e in outcome.model_errors}
         changed = {c.job_id for c in outcome.changes}
         for c in outcome.changes:
@@ -375,44 +400,45 @@ class Controller:
         # The executor's view is read before the store's lock is taken: the executor writes
         # runs to the store under its own lock, so the two are never taken in the other order.
         live = {job_id: self.executor.live(job_id) for job_id in report.progress}
-        with self.store.transaction():
-            self.store.set_meta("slot", engine.slot)
-            for c in outcome.decided:
-                record = engine.records[c.job_id]
-                self.store.add_decision(
-                    t,
-                    c.job_id,
-                    c.new is not JobState.REJECTED,
-                    record.reason,
-                    {"total": record.quote.total} if record.quote else None,
-                )
-            for m in report.measurements:
-                err = errors.get((m.job_id, t))
-                predicted = err.predicted_s if err else None
-                served = self._jobs.get(m.job_id)
-                if err is not None and served is not None:
-                    served.predicted_s, served.measured_s = err.predicted_s, err.measured_s
-                layout = self._layout_by_index(engine, m.placement)
-                self.store.add_measurement(t, m.job_id, measurement_row(m, layout, predicted))
-            for job_id, prog in report.progress.items():
-                self.store.add_progress(t, job_id, prog.units, prog.finished, prog.restart_s)
-                done, served = live.get(job_id), self._jobs.get(job_id)
-                if done is not None and served is not None:
-                    served.iterations = float(done[1])  # trainer steps
-            self.store.add_allocations(
-                t,
-                [
-                    (j, {"layout": [list(e) for e in self._layout_by_index(engine, p)]})
-                    for j, p in engine.placements.items()
-                ],
-            )
-            for job_id, record in engine.records.items():
-                if job_id in changed or job_id in report.progress:
-                    self.store.update_job(job_id, record_state(record, self._extra(job_id)))
+        # The rows first, then one statement per table (write_slot): thousands at scale.
+        measured: list[tuple[str, dict[str, Any]]] = []
+        for i, m in enumerate(report.measurements):
+            if i % 100 == 99:
+                time.sleep(0)  # let waiting heartbeats run (the interpreter lock)
+            err = errors.get((m.job_id, t))
+            predicted = err.predicted_s if err else None
+            served = self._jobs.get(m.job_id)
+            if err is not None and served is not None:
+                served.predicted_s, served.measured_s = err.predicted_s, err.measured_s
+            layout = self._layout_by_index(engine, m.placement)
+            measured.append((m.job_id, measurement_row(m, layout, predicted)))
+        progress = []
+        for job_id, prog in report.progress.items():
+            progress.append((job_id, prog.units, prog.finished, prog.restart_s))
+            done, served = live.get(job_id), self._jobs.get(job_id)
+            if done is not None and served is not None:
+                served.iterations = float(done[1])  # trainer steps
+        allocations = [
+            (j, {"layout": [list(e) for e in self._layout_by_index(engine, p)]})
+            for j, p in engine.placements.items()
+        ]
+        states = [
+            (job_id, record_state(record, self._extra(job_id)))
+            for job_id, record in engine.records.items()
+            if job_id in changed or job_id in report.progress
+        ]
+        write_slot(self.store, engine, outcome, measured, progress, allocations, states)
         self._publish(engine)
 
     def _layout_by_index(self, engine: Engine, p: Any) -> tuple[tuple[str, int, int], ...]:
-        return self.executor.layout_of(p, engine.cluster)
+        """The layout of placement ``p`` (by agent name), kept per placement object."""
+        if self._layouts[0] is not engine.cluster or len(self._layouts[1]) > 100_000:
+            self._layouts = (engine.cluster, {})
+        layouts = self._layouts[1]
+        layout = layouts.get(p)
+        if layout is None:
+            layout = layouts[p] = self.executor.layout_of(p, engine.cluster)
+        return layout
 
     def _extra(self, job_id: str) -> dict[str, Any]:
         served = self._jobs.get(job_id)
@@ -442,7 +468,7 @@ class Controller:
         started = time.perf_counter()
         agent = self.agents.heartbeat(beat)
         # No poke of the slot loop: the reply's desired_for reconciles this agent's jobs,
-        # and the loop reconciles the rest every 0.25 s. A poke per heartbeat made a full
+        # and the loop reconciles the rest every second. A poke per heartbeat made a full
         # reconcile, O(jobs), per heartbeat: with 1,000 agents, hundreds a second.
         if self.metrics is not None:
             self.metrics.heartbeat_seconds.observe(time.perf_counter() - started)
@@ -459,9 +485,11 @@ class Controller:
         engine keep their submitted status)."""
         placements = engine.placements
         statuses: dict[str, JobStatus] = {}
-        for job_id, record in engine.records.items():
+        for i, (job_id, record) in enumerate(engine.records.items()):
+            if i % 100 == 99:
+                time.sleep(0)  # let waiting heartbeats run (the interpreter lock)
             p = placements.get(job_id)
-            layout = self.executor.layout_of(p, engine.cluster) if p is not None else ()
+            layout = self._layout_by_index(engine, p) if p is not None else ()
             statuses[job_id] = self._status(layout, record, self._jobs.get(job_id))
         with self._lock:
             for job_id, status in statuses.items():
@@ -484,7 +512,7 @@ class Controller:
             total_work=record.spec.total_work,
             completion_slot=record.completion_slot if record.completion_slot is not None else -1,
             utility=record.utility(),
-            placement=_placement(layout),
+            placement=placement_entries(layout),
             restarts=record.restarts,
             predicted_iteration_s=predicted,
             measured_iteration_s=measured,
@@ -517,6 +545,7 @@ class Controller:
                     )
                 )
                 self._submissions.put(job)
+            self._list_epoch += 1
         log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))
         return [j.job_id for j in jobs]
 
@@ -526,6 +555,8 @@ class Controller:
             raise SpecError("job_id", job_id, f"a job that is not final (it is {status.state})")
         self.executor.forget(job_id)  # stop its processes now; the engine hears at the boundary
         self._cancels.put(job_id)
+        with self._lock:
+            self._list_epoch += 1
         return replace(status, state=JobState.CANCELLING.value, reason="cancel requested")
 
     def job(self, job_id: str) -> JobStatus:
@@ -534,40 +565,24 @@ class Controller:
             if served is None:
                 raise KeyError(job_id)
             out = served.status
-        live = self.executor.live(job_id)
-        if live is not None:
-            units, steps = live
-            out = replace(out, iterations=max(out.iterations, steps))
-            if out.state in _REFINED:
-                out = replace(out, progress=max(out.progress, min(out.total_work, units)))
-        facts = self.executor.failures_of(job_id)
-        if facts is not None:
-            out = replace(
-                out,
-                failed_generations=facts.failed_generations,
-                lost_steps=facts.lost_steps,
-                checkpoint_step=facts.checkpoint_step,
-            )
-        doing = self.executor.live_state(job_id)
-        if doing is not None and out.state in _REFINED:
-            # The engine's snapshot is taken at slot boundaries; the executor knows what
-            # the processes do now (a job launched this slot runs, where it was launched;
-            # a lost agent's job waits to be re-placed).
-            out = replace(
-                out,
-                state=doing.state.value,
-                reason=doing.reason or out.reason,
-                placement=_placement(doing.layout),
-            )
-        return out
+        return refined_status(out, self.executor.views([job_id])[job_id])
 
     def jobs(self) -> list[JobStatus]:
+        """Every job, in submission order; a list made in the last :data:`LIST_REUSE_S`
+        seconds is answered again, unless a job was submitted or cancelled since."""
         with self._lock:
-            ids = list(self._jobs)
-        return [self.job(j) for j in ids]
+            made, epoch = self._list, self._list_epoch
+            if made is not None and made[1] == epoch and time.monotonic() - made[0] < LIST_REUSE_S:
+                return list(made[2])
+            statuses = [s.status for s in self._jobs.values()]
+        views = self.executor.views([s.job_id for s in statuses])
+        out = [refined_status(s, views[s.job_id]) for s in statuses]
+        with self._lock:
+            self._list = (time.monotonic(), epoch, out)
+        return list(out)
 
     def cluster_status(self) -> ClusterStatus:
-        return cluster_status(self.engine, self.agents, self.cfg)
+        return cluster_status(self.engine, self.agents, self.cfg, self._model_error)
 
     # Probes -----------------------------------------------------------------------------
     def unfinished(self) -> list[str]:
@@ -583,14 +598,3 @@ class Controller:
             raise SpecError("job", f"{len(jobs)} jobs", "exactly one job to profile")
         request = ProbeRequest(jobs[0], placement, steps, warmup, timeout_s, seconds)
         return self.probes.start(request)
-
-
-# Engine states the executor's live view may refine (final states are the engine's alone).
-# The engine's states the executor's live view may refine (with a live state, or running).
-_REFINED = tuple(
-    s.value for s in (JobState.PENDING, JobState.ADMITTED, JobState.RUNNING, JobState.PAUSED)
-)
-
-
-def _placement(layout: tuple[tuple[str, int, int], ...]) -> tuple[PlacementEntry, ...]:
-    return tuple(PlacementEntry(agent, w, k) for agent, w, k in layout)

@@ -7,11 +7,23 @@ fields and their defaults are those of ``jobs.proto``'s ``JobStatus``, ``AgentSt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from mlsched.core.allocation import FINAL_STATES
+from mlsched.core.allocation import FINAL_STATES, JobState
 
-__all__ = ["FINAL_STATES", "AgentStatus", "ClusterStatus", "JobStatus", "PlacementEntry"]
+if TYPE_CHECKING:
+    from mlsched.controller.executor_jobs import JobView
+
+__all__ = [
+    "FINAL_STATES",
+    "AgentStatus",
+    "ClusterStatus",
+    "JobStatus",
+    "PlacementEntry",
+    "placement_entries",
+    "refined_status",
+]
 
 
 @dataclass(frozen=True)
@@ -73,3 +85,36 @@ class ClusterStatus:
     revenue: float = 0.0  # what accepted quotes charged
     quotes: int = 0  # prices put to users
     quotes_accepted: int = 0
+
+
+# The engine's states the executor's live view may refine (with a live state, or running).
+_REFINED = tuple(
+    s.value for s in (JobState.PENDING, JobState.ADMITTED, JobState.RUNNING, JobState.PAUSED)
+)
+
+
+def refined_status(out: JobStatus, view: JobView) -> JobStatus:
+    """A job's status as of the last slot boundary, with what its processes do now."""
+    changes: dict[str, Any] = {}
+    if view.live is not None:
+        units, steps = view.live
+        changes["iterations"] = max(out.iterations, steps)
+        if out.state in _REFINED:
+            changes["progress"] = max(out.progress, min(out.total_work, units))
+    if view.facts is not None:
+        changes["failed_generations"] = view.facts.failed_generations
+        changes["lost_steps"] = view.facts.lost_steps
+        changes["checkpoint_step"] = view.facts.checkpoint_step
+    doing = view.doing
+    if doing is not None and out.state in _REFINED:
+        # The engine's snapshot is taken at slot boundaries; the executor knows what the
+        # processes do now (a job launched this slot runs, where it was launched; a lost
+        # agent's job waits to be re-placed).
+        changes["state"] = doing.state.value
+        changes["reason"] = doing.reason or out.reason
+        changes["placement"] = placement_entries(doing.layout)
+    return replace(out, **changes) if changes else out
+
+
+def placement_entries(layout: tuple[tuple[str, int, int], ...]) -> tuple[PlacementEntry, ...]:
+    return tuple(PlacementEntry(agent, w, k) for agent, w, k in layout)

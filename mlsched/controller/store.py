@@ -28,7 +28,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -339,13 +339,25 @@ class Store:
 
     def update_job(self, job_id: str, state: dict[str, Any]) -> None:
         """Replace the job's state; ``status`` mirrors ``state["state"]`` for queries."""
-        status = state.get("state")
-        cur = self._write(
-            "UPDATE jobs SET state = ?, status = ?, updated_at = ? WHERE job_id = ?",
-            (_dump(state), None if status is None else str(status), time.time(), job_id),
-        )
-        if cur.rowcount == 0:
-            raise KeyError(f"unknown job {job_id!r}")
+        self.update_jobs([(job_id, state)])
+
+    def update_jobs(self, states: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`update_job` for many jobs in one statement (a slot boundary updates every
+        running job); all or none: an unknown job id raises KeyError and changes nothing."""
+        now = time.time()
+        params = [
+            (_dump(state), None if state.get("state") is None else str(state["state"]), now, job_id)
+            for job_id, state in states
+        ]
+        with self.transaction():
+            db = self._db()
+            cur = db.executemany(
+                "UPDATE jobs SET state = ?, status = ?, updated_at = ? WHERE job_id = ?", params
+            )
+            if cur.rowcount != len(params):  # some id matched no row: name it, undo them all
+                for job_id, _ in states:
+                    if not db.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone():
+                        raise KeyError(f"unknown job {job_id!r}")
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job row in submission order; a row whose JSON does not parse comes back
@@ -425,19 +437,36 @@ class Store:
     def add_progress(
         self, slot: int, job_id: str, units: float, finished: bool, restart_s: float
     ) -> None:
-        self._write(
-            "INSERT INTO progress (slot, job_id, units, finished, restart_s, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (int(slot), job_id, float(units), int(finished), float(restart_s), time.time()),
-        )
+        self.add_progress_rows(slot, [(job_id, units, finished, restart_s)])
+
+    def add_progress_rows(self, slot: int, rows: Iterable[tuple[str, float, bool, float]]) -> None:
+        """The slot's progress of many jobs: ``(job_id, units, finished, restart_s)``."""
+        now = time.time()
+        params = [
+            (int(slot), job_id, float(units), int(finished), float(restart_s), now)
+            for job_id, units, finished, restart_s in rows
+        ]
+        with self.transaction():
+            self._db().executemany(
+                "INSERT INTO progress (slot, job_id, units, finished, restart_s, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                params,
+            )
 
     def add_measurement(self, slot: int, job_id: str, row: dict[str, Any]) -> None:
         """One observed slot of a job: placement, iterations, iteration_s, compute_s, comm_s,
         bytes_sent, bytes_recv and predicted_s (None before the model has a prediction)."""
-        self._write(
-            "INSERT INTO measurements (slot, job_id, row, recorded_at) VALUES (?, ?, ?, ?)",
-            (int(slot), job_id, _dump(row), time.time()),
-        )
+        self.add_measurements(slot, [(job_id, row)])
+
+    def add_measurements(self, slot: int, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`add_measurement` for many jobs in one statement."""
+        now = time.time()
+        params = [(int(slot), job_id, _dump(row), now) for job_id, row in rows]
+        with self.transaction():
+            self._db().executemany(
+                "INSERT INTO measurements (slot, job_id, row, recorded_at) VALUES (?, ?, ?, ?)",
+                params,
+            )
 
     @staticmethod
     def _where(**filters: Any) -> tuple[str, tuple[Any, ...]]:

@@ -264,18 +264,16 @@ def test_views_are_the_single_job_answers_and_sweeps_cover_every_job() -> None:
     assert cluster is not None
     ex.set_cluster(cluster)
     n = 3 * 25 + 7  # three full chunks and a part
+    base = {"model": "mlp", "arch": "allreduce", "batches_per_chunk": 100, "max_workers": 1}
     specs = {
-        f"j{k}": JobSpec.from_dict(
-            {"job_id": f"j{k}", "model": "mlp", "arch": "allreduce", "batches_per_chunk": 100,
-             "max_workers": 1, "training": {"launcher": "direct"}}
-        )  # fmt: skip
+        f"j{k}": JobSpec.from_dict({"job_id": f"j{k}", **base, "training": {"launcher": "direct"}})
         for k in range(n)
     }
     alloc = {j: Placement(((k % 4, 1),)) for k, j in enumerate(specs)}
     ex.apply(0, Allocation(0, alloc), specs, {j: 100.0 for j in specs})
     launched = [j for j in specs if ex.jobs[j].run.gen is not None]
     assert launched == list(specs)
-    views = ex.views(list(specs) + ["nobody"])
+    views = ex.views([*specs, "nobody"])
     for j in specs:
         assert views[j] == (ex.live(j), ex.failures_of(j), ex.live_state(j))
         assert views[j].doing is not None and views[j].doing.layout == ex.jobs[j].want

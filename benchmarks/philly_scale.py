@@ -75,6 +75,14 @@ def run_child(cmd: list[str], *, timeout: float) -> dict[str, Any]:
     return out
 
 
+def _required(cmd: list[str], *, timeout: float) -> dict[str, Any]:
+    """:func:`run_child` of a step the sweep cannot go on without: its failure stops it."""
+    res = run_child(cmd, timeout=timeout)
+    if "error" in res:
+        raise RuntimeError(f"{' '.join(cmd[3:5])}: {res['error']}")
+    return res
+
+
 def prepare(
     work: Path, jobs: int, gpus: int, *, load: float, slot_s: float, seed: int, timeout: float
 ) -> dict[str, Any]:
@@ -85,7 +93,7 @@ def prepare(
     mlsched = [sys.executable, "-m", "mlsched"]
     figures: dict[str, Any] = {"jobs": jobs, "gpus": gpus}
     if not trace.exists() or not cluster.exists():
-        gen = run_child(
+        gen = _required(
             [
                 *mlsched,
                 "trace",
@@ -105,11 +113,9 @@ def prepare(
             ],
             timeout=timeout,
         )
-        if "error" in gen:
-            raise RuntimeError(f"trace generate: {gen['error']}")
         figures["generate_s"] = gen["wall_s"]
     if not workload.exists():
-        imp = run_child(
+        imp = _required(
             [
                 *mlsched,
                 "trace",
@@ -126,8 +132,6 @@ def prepare(
             ],
             timeout=timeout,
         )
-        if "error" in imp:
-            raise RuntimeError(f"trace import: {imp['error']}")
         figures["import_s"] = imp["wall_s"]
         figures["import_peak_rss_mb"] = imp["peak_rss_mb"]
     figures["workload"] = str(workload)

@@ -40,8 +40,11 @@ def test_reserve_all_is_reserve_one_job_at_a_time(seed: int) -> None:
         dem = one.demand(job, i)
         tasks.append(JobTasks(dem, Placement(workers, ps)))
     tasks.append(JobTasks(one.demand(JobSpec("new", worker=ResourceVector({"gpu": 1})), 99), None))
-    for t in tasks:
-        t.reserve(one)
+    for t in tasks:  # one at a time, as the filler's own reserve() does it
+        for s, c in t.sticky_w.items():
+            one.reserve(s, t.dem.worker, c)
+        for s, c in t.sticky_p.items():
+            one.reserve(s, t.dem.ps, c)
     JobTasks.reserve_all(bulk, tasks)
     np.testing.assert_array_equal(bulk.reserved, one.reserved)  # bit for bit
     assert bulk.has_reserved and one.has_reserved

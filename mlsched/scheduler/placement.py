@@ -57,14 +57,25 @@ class EmptyFit:
         self._cluster: Cluster | None = None
         self._memo: dict[tuple[object, ...], bool] = {}
 
-    def __call__(self, job: JobSpec, cluster: Cluster, n_workers: int | None = None) -> bool:
+    def __call__(
+        self,
+        job: JobSpec,
+        cluster: Cluster,
+        n_workers: int | None = None,
+        n_ps: int | None = None,
+    ) -> bool:
+        """:func:`can_ever_run` with ``n_workers``; given ``n_ps`` (a policy's own PS
+        count), also whether those workers with that many PSs pack the empty cluster."""
         if cluster is not self._cluster:
             self._cluster, self._memo = cluster, {}
         n = job.min_workers if n_workers is None else n_workers
-        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, n, job.ps_needed(n))
+        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, n, job.ps_needed(n), n_ps)
         fits = self._memo.get(shape)
         if fits is None:
-            fits = self._memo[shape] = can_ever_run(job, cluster, n)
+            fits = can_ever_run(job, cluster, n) and (
+                n_ps is None or pack(job, n, n_ps, CapacityLedger(cluster)) is not None
+            )
+            self._memo[shape] = fits
         return fits
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
 from mlsched.scheduler.baselines.common import check_count_rules, fixed_counts
-from mlsched.scheduler.placement import RoundRobin, can_ever_run, pack
+from mlsched.scheduler.placement import EmptyFit, RoundRobin, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
@@ -64,8 +64,7 @@ class FifoPolicy(Policy):
         self._running: dict[str, Placement] = {}
         self._ledger: CapacityLedger | None = None
         self._rr: RoundRobin | None = None
-        self._fits_empty: dict[tuple[object, ...], bool] = {}
-        self._fits_cluster: object = None
+        self._fits_empty = EmptyFit()
         # The head that did not fit, until capacity is released: the same attempt on the
         # same free capacity fails again (a blocked queue costs nothing per slot).
         self._blocked: str | None = None
@@ -90,17 +89,7 @@ class FifoPolicy(Policy):
         )
         if self.placement == "ring":
             return self._ring_arrival(job, view, w)
-        # Whether a job fits the empty cluster depends on its shape only: one check per
-        # shape (a trace holds thousands of jobs of a few shapes).
-        if view.cluster is not self._fits_cluster:  # agents joined or left: check anew
-            self._fits_cluster, self._fits_empty = view.cluster, {}
-        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, w, p)
-        fits = self._fits_empty.get(shape)
-        if fits is None:
-            fits = self._fits_empty[shape] = can_ever_run(job, view.cluster, w) and (
-                pack(job, w, p, CapacityLedger(view.cluster)) is not None
-            )
-        if not fits:
+        if not self._fits_empty(job, view.cluster, w, p):  # once per job shape
             return Admission.reject(
                 RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
             )

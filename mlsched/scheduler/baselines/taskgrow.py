@@ -47,17 +47,11 @@ class JobTasks:
     def placement(self, previous: Placement | None) -> Placement:
         return to_placement(self.w, self.p, previous)
 
-    def reserve(self, filler: TaskFiller) -> None:
-        """Reserve the sticky quotas (see :meth:`TaskFiller.reserve`)."""
-        for s, c in self.sticky_w.items():
-            filler.reserve(s, self.dem.worker, c)
-        for s, c in self.sticky_p.items():
-            filler.reserve(s, self.dem.ps, c)
-
     @staticmethod
     def reserve_all(filler: TaskFiller, jobs: Iterable[JobTasks]) -> None:
-        """:meth:`reserve` for many jobs in one array operation (a re-plan reserves every
-        running job's placement); the same sums as one at a time, added in the same order."""
+        """Reserve the jobs' sticky quotas (see :meth:`TaskFiller.reserve`) in one array
+        operation (a re-plan reserves every running job's placement); the same sums as
+        ``TaskFiller.reserve`` one at a time, added in the same order."""
         rows: list[int] = []
         amounts: list[np.ndarray] = []
         for t in jobs:

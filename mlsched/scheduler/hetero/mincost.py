@@ -67,7 +67,9 @@ def mincost_central(grid: Grid, js: JobShapes, shape: Shape, tie: str) -> Candid
     uses_ps = shape.case.startswith("ps")
     s = js.ps_needed(0, shape.n, shape.p, shape.m) if uses_ps else 0
     demand = shape.n * js.worker_demand[shape.m] + s * js.ps_demand[shape.p]
-    ok = (least >= demand - EPS).all(axis=-1) & js.eligible[shape.m]
+    ok = js.eligible[shape.m] & (least[..., 0] >= demand[0] - EPS)
+    for r in range(1, len(demand)):  # per resource: .all() over the short last axis is slow
+        ok &= least[..., r] >= demand[r] - EPS
     if uses_ps:
         ok &= js.ps_hosts
     if not ok.any():
@@ -188,8 +190,9 @@ def _ps_dist_exact(
 def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
     """The cheapest schedule of the job (None if nothing fits)."""
     best: Candidate | None = None
-    pending: list[
-        tuple[float, int, int, Shape, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    # Alg. 4's candidates, one group per PS shape: (floors, starts, shape, greedy fill).
+    groups: list[
+        tuple[np.ndarray, np.ndarray, Shape, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     ] = []
     # Shapes of one worker type and length differ only in N: rank the servers once.
     ranked: dict[tuple[int, int], _Ranked] = {}
@@ -234,27 +237,30 @@ def mincost(grid: Grid, js: JobShapes, tie: str) -> Candidate | None:
             zmin = ps_floor[shape.p, shape.length] = np.where(js.ps_hosts, zeta, np.inf).min(axis=1)
         s_min = js.ps_needed(1, shape.n, shape.p, shape.m)
         floor = cost + zmin * s_min
-        for at in np.flatnonzero(np.isfinite(floor)):
-            start = int(at)
-            pending.append(
-                (
-                    float(floor[start]),
-                    start + shape.length,
-                    start,
-                    shape,
-                    order[start],
-                    fill[start],
-                    omega[start],
-                    cap[start],
-                )
-            )
-    pending.sort(key=lambda c: (c[0], c[1]))
-    for bound, completion, start, shape, order, fill, omega, cap in pending:
+        starts = np.flatnonzero(np.isfinite(floor))
+        if len(starts):
+            groups.append((floor[starts], starts, shape, order, fill, omega, cap))
+    if not groups:
+        return best
+    # Best-first by (bound, completion), ties in the order the candidates were made (a
+    # stable sort over the groups in shape order, starts ascending within each).
+    floors = np.concatenate([g[0] for g in groups])
+    starts = np.concatenate([g[1] for g in groups])
+    which = np.repeat(np.arange(len(groups)), [len(g[1]) for g in groups])
+    lengths = np.array([g[2].length for g in groups])
+    completions = starts + lengths[which]
+    ranking = np.lexsort((completions, floors))
+    for i in ranking.tolist():
+        bound, completion = float(floors[i]), int(completions[i])
         if best is not None and (
             bound > best.cost or (tie == "spec" and bound == best.cost and completion > best.key[1])
         ):
             break
-        cand = _ps_dist_exact(grid, js, shape, start, order, fill, omega, cap, tie)
+        _, _, shape, order, fill, omega, cap = groups[int(which[i])]
+        start = int(starts[i])
+        cand = _ps_dist_exact(
+            grid, js, shape, start, order[start], fill[start], omega[start], cap[start], tie
+        )
         if cand is not None and (best is None or cand.key < best.key):
             best = cand
     return best

@@ -41,7 +41,9 @@ import psutil
 import yaml
 
 from benchmarks.__main__ import machine
+from mlsched.controller.intake import warm_up
 from mlsched.controller.server import Controller, ControllerConfig
+from mlsched.core.server_gc import tune_for_serving
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
@@ -264,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     ctl.metrics.observe_decision = observe  # type: ignore[method-assign]
     losses = _LossCounter()
     logging.getLogger("mlsched.controller.server").addHandler(losses)
+    warm_up()  # as `mlsched controller` does
     ctl.start()
+    tune_for_serving()
     process = psutil.Process()
     jobs = [
         {

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlsched.cli_parser import key_values
 from mlsched.core.errors import SpecError
+from mlsched.core.server_gc import tune_for_serving
 
 T = TypeVar("T")
 
@@ -243,6 +244,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> int:
+    from mlsched.controller.intake import warm_up
     from mlsched.controller.server import Controller, ControllerConfig
     from mlsched.net.auth import read_secret_file
 
@@ -274,7 +276,9 @@ def _controller(args: argparse.Namespace) -> int:
         types=_types(args.types),
         profile=args.profile,
     )
+    warm_up()  # the first submission must not stall the heartbeats (intake.py)
     ctl = Controller(cfg).start()
+    tune_for_serving()  # short, rare full collections with many agents (core/server_gc.py)
     print(f"mlsched controller listening on {ctl.address}", flush=True)
 
     def stop(signum: int, frame: FrameType | None) -> None:

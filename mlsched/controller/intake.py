@@ -17,7 +17,7 @@ from mlsched.core.job import JobSpec
 from mlsched.core.limits import MAX_JOBS_PER_DOCUMENT
 from mlsched.trainers.models import check_input, model_names
 
-__all__ = ["check_trainable", "parse_jobs"]
+__all__ = ["check_trainable", "parse_jobs", "warm_up"]
 
 
 def parse_jobs(
@@ -82,3 +82,11 @@ def check_trainable(job: JobSpec, prefix: str, *, data_root: str = "") -> None:
         raise SpecError(f"{prefix}.{where}{field}", err.value, err.expected) from None
     except TypeError as err:
         raise SpecError(f"{prefix}.training", job.training, str(err)) from None
+
+
+def warm_up() -> None:
+    """Run the model check once: its first meta-device forward pass imports torch's shape
+    machinery (sympy and about 800 modules: a second of held interpreter lock), which would
+    otherwise stall every heartbeat at the first submission. A long-running controller
+    warms up before it serves, then freezes what it holds (:mod:`mlsched.core.server_gc`)."""
+    check_input("resnet20", 32, 10)

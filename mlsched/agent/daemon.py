@@ -12,7 +12,11 @@ Protocol (the controller relies on it):
 * each response renews the tasks' leases; a task whose lease passes (controller unreachable)
   is stopped with reason "lease expired";
 * ``reregister`` in a response, or NOT_FOUND, makes the agent register again while its
-  tasks keep running; UNAVAILABLE and DEADLINE_EXCEEDED are retried at the next interval;
+  tasks keep running, at a random moment within one heartbeat interval; UNAVAILABLE and
+  DEADLINE_EXCEEDED are retried at the next interval;
+* a registration that fails is retried after an exponential backoff with full jitter (a
+  delay drawn between the base and the current cap): agents started together, or cut off
+  together by a controller restart, must not come back in one burst;
 * UNAUTHENTICATED (and other refusals no retry can fix) end the agent with a clear error;
 * log requests in a response (``mlsched logs``) are answered from the agent's own task logs
   (``agent/logs.py``) in a heartbeat sent at once, not an interval later.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import subprocess
 import time
 from collections import OrderedDict
@@ -117,6 +122,7 @@ class Agent:
         self._problem = ""
         self._backoff = backoff_s[0]
         self._next_register = 0.0
+        self._random = random.Random()  # seeded from the OS: each agent draws its own delays
 
     # Logging and connection -------------------------------------------------------------------
     def _log(self, level: int, msg: str, *args: Any) -> None:
@@ -195,14 +201,19 @@ class Agent:
             time.sleep(min(self.poll_s, left))
 
     def _next_backoff(self) -> float:
-        delay = self._backoff
+        """The next retry's delay: drawn between the base and the current cap, which
+        doubles per failure up to the largest (full jitter)."""
+        cap = self._backoff
         self._backoff = min(self.backoff_s[1], 2 * self._backoff)
-        return delay
+        return self._random.uniform(min(self.backoff_s[0], cap), cap)
 
     def _reregister(self, why: str) -> None:
         self._log(logging.WARNING, "%s: registering again (tasks keep running)", why)
         self.registered = False
-        self._next_register = 0.0
+        # Within one interval, not at once: a restarted controller asks every agent, and
+        # agents started together heartbeat together.
+        delay = self._random.uniform(0.0, self.heartbeat_interval_s)
+        self._next_register = time.monotonic() + delay
 
     # Main loop ------------------------------------------------------------------------------
     @property

@@ -31,6 +31,8 @@ DEPENDENCIES = [
     "nvidia-ml-py>=12.535",
     "grpcio-health-checking>=1.60",
     "grpcio-status>=1.60",
+    # mlsched certs: the cluster's CA, server and client certificates.
+    "cryptography>=42",
     # The controller's metrics endpoint (--metrics-listen).
     "prometheus-client>=0.17",
     # The trainers need torch; a range that the pinned CPU build (2.13.0) meets.

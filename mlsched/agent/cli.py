@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from mlsched.core.errors import SpecError
+from mlsched.net.env import add_connection_args, token_of
 from mlsched.net.ports import DEFAULT_PORTS
 
 if TYPE_CHECKING:
@@ -28,12 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def add_agent_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--controller", required=True, help="controller address HOST:PORT")
-    parser.add_argument("--token", default=None, help="shared token of the controller")
-    parser.add_argument("--token-file", default=None, help="file whose first line is the token")
-    parser.add_argument("--tls-ca", default=None, help="CA certificate (PEM): use TLS")
-    parser.add_argument("--tls-cert", default=None, help="client certificate (mutual TLS)")
-    parser.add_argument("--tls-key", default=None, help="client private key (mutual TLS)")
+    add_connection_args(parser, default_controller=None, ca_help="CA certificate (PEM): use TLS")
     parser.add_argument("--name", default=None, help="agent name (default: host name)")
     parser.add_argument("--host", default=None, help="address peers reach this machine at")
     parser.add_argument("--gpus", type=int, default=None, help="declared GPU count")
@@ -96,7 +92,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
     # Imported here, not at the top: building the parser (mlsched --help) needs none of it.
     from mlsched.agent.daemon import Agent
     from mlsched.agent.discovery import discover
-    from mlsched.net.auth import ClientAuth, client_channel, read_token
+    from mlsched.net.auth import ClientAuth, client_channel
     from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
 
     host, sep, port = args.controller.rpartition(":")
@@ -130,7 +126,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         control, why = cpu_control()
         _check(control is not None, "--device-cores", args.device_cores, f"a machine whose "
                f"cgroup cpu controller is writable ({why})")  # fmt: skip
-    token = read_token(args.token, args.token_file)
+    token = token_of(args)
     node = discover(
         controller=args.controller,
         name=args.name,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -19,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from mlsched.cli_parser import key_values
 from mlsched.core.errors import SpecError
 from mlsched.core.server_gc import tune_for_serving
+from mlsched.net.certs_cli import add_certs_parser
+from mlsched.net.env import add_connection_args, token_of
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "logs", "agent-token")
+CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "logs", "agent-token", "certs")
 
 
 def auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
@@ -56,12 +57,7 @@ def auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
 
 
 def _client_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--controller",
-        default=os.environ.get("MLSCHED_CONTROLLER", "127.0.0.1:50051"),
-        help="controller HOST:PORT (env MLSCHED_CONTROLLER; default 127.0.0.1:50051)",
-    )
-    auth_args(p, server=False)
+    add_connection_args(p, default_controller="127.0.0.1:50051", ca_help="PEM CA to trust")
     p.add_argument("--timeout", type=float, default=10.0, help="RPC deadline in seconds")
 
 
@@ -196,6 +192,7 @@ def add_cluster_parsers(sub: Any) -> None:
     )
     p.add_argument("name", help="the agent's --name")
     p.add_argument("--agent-secret-file", required=True, help="the controller's agent secret")
+    add_certs_parser(sub)
 
 
 def client_auth(args: argparse.Namespace) -> ClientAuth:
@@ -208,14 +205,16 @@ def client_auth(args: argparse.Namespace) -> ClientAuth:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from mlsched.net.auth import read_token
-
-    return read_token(args.token or os.environ.get("MLSCHED_TOKEN"), args.token_file)
+    return token_of(args)
 
 
 def run_cluster_command(args: argparse.Namespace) -> int:
     if args.command == "controller":
         return _controller(args)
+    if args.command == "certs":
+        from mlsched.net.certs_cli import run_certs
+
+        return run_certs(args)
     import grpc
 
     from mlsched.core.ids import check_id

@@ -18,6 +18,13 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# The tests say where their controllers are and how to reach them: a user's own MLSCHED_*
+# variables or client configuration (net/env.py, net/contexts.py) must not reach them, nor
+# the processes they start.
+for _name in ("CONTROLLER", "CONTEXT", "TOKEN", "TOKEN_FILE", "TLS_CA", "TLS_CERT", "TLS_KEY"):
+    os.environ.pop(f"MLSCHED_{_name}", None)
+os.environ["MLSCHED_CONFIG"] = os.devnull + ".mlsched-tests-have-no-client-config"
+
 
 # Test files that start training processes, agents or emulated hosts declare it with the
 # ``processes`` marker (their module's pytestmark). Under pytest-xdist (``make test`` runs

@@ -22,7 +22,7 @@ from cluster_helpers import controller, kill_tree, wait_for
 
 from mlsched.cli import main
 from mlsched.core.errors import SpecError
-from mlsched.net.env import add_connection_args, token_of
+from mlsched.net.env import add_connection_args, resolve, token_of
 
 pytestmark = pytest.mark.processes  # an agent process
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.processes  # an agent process
 def _parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     add_connection_args(p, default_controller=None, ca_help="CA")
-    return p.parse_args(argv)
+    return resolve(p.parse_args(argv))
 
 
 def test_a_flag_wins_over_its_variable_and_a_token_flag_over_both_variables(
@@ -51,7 +51,7 @@ def test_a_flag_wins_over_its_variable_and_a_token_flag_over_both_variables(
     with pytest.raises(SpecError, match="token"):
         token_of(_parse([]))
     monkeypatch.delenv("MLSCHED_CONTROLLER")
-    with pytest.raises(SystemExit):  # nothing says where the controller is
+    with pytest.raises(SpecError, match="--controller"):  # nothing says where it is
         _parse([])
 
 

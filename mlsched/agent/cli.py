@@ -17,7 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from mlsched.core.errors import SpecError
-from mlsched.net.env import add_connection_args, token_of
+from mlsched.net.env import add_connection_args, resolve, token_of
 from mlsched.net.ports import DEFAULT_PORTS
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
     from mlsched.net.auth import ClientAuth, client_channel
     from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
 
+    resolve(args)  # the controller and credentials: flags, else MLSCHED_*, else the context
     host, sep, port = args.controller.rpartition(":")
     _check(bool(sep and host and port.isdigit()), "--controller", args.controller, "HOST:PORT")
     ports = parse_ports(args.ports)

@@ -19,7 +19,8 @@ from mlsched.cli_parser import key_values
 from mlsched.core.errors import SpecError
 from mlsched.core.server_gc import tune_for_serving
 from mlsched.net.certs_cli import add_certs_parser
-from mlsched.net.env import add_connection_args, token_of
+from mlsched.net.context_cli import add_context_parser
+from mlsched.net.env import add_connection_args, resolve, token_of
 
 T = TypeVar("T")
 
@@ -41,7 +42,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CLUSTER_COMMANDS = ("controller", "submit", "status", "cancel", "logs", "agent-token", "certs")
+CLUSTER_COMMANDS = (
+    "controller", "submit", "status", "cancel", "logs", "agent-token", "certs", "context",
+)  # fmt: skip
 
 
 def auth_args(p: argparse.ArgumentParser, *, server: bool) -> None:
@@ -193,6 +196,7 @@ def add_cluster_parsers(sub: Any) -> None:
     p.add_argument("name", help="the agent's --name")
     p.add_argument("--agent-secret-file", required=True, help="the controller's agent secret")
     add_certs_parser(sub)
+    add_context_parser(sub)
 
 
 def client_auth(args: argparse.Namespace) -> ClientAuth:
@@ -215,6 +219,10 @@ def run_cluster_command(args: argparse.Namespace) -> int:
         from mlsched.net.certs_cli import run_certs
 
         return run_certs(args)
+    if args.command == "context":
+        from mlsched.net.context_cli import run_context
+
+        return run_context(args)
     import grpc
 
     from mlsched.core.ids import check_id
@@ -225,6 +233,7 @@ def run_cluster_command(args: argparse.Namespace) -> int:
         secret = read_secret_file(args.agent_secret_file, "agent_secret_file")
         print(agent_token(secret, check_id(args.name, "name")))
         return 0
+    resolve(args)  # the controller and credentials: flags, else MLSCHED_*, else the context
     stub = jobs_pb2_grpc.JobServiceStub(client_channel(args.controller, client_auth(args)))
     try:
         if args.command == "submit":

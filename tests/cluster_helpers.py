@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import psutil
 
+from mlsched.agent import Agent
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.demo import agent_command
 from mlsched.net.auth import ClientAuth, client_channel
@@ -66,6 +68,43 @@ def controller(tmp: Path, **kw: Any) -> Controller:
         **kw,
     )
     return Controller(cfg).start()
+
+
+def tls_controller(
+    tmp: Path, *clients: str, token: str = "s3cret"
+) -> tuple[Controller, Path, Path]:
+    """A controller requiring client certificates and a user token: the certificates from
+    ``mlsched certs`` in ``tmp/pki`` (the server's for localhost and 127.0.0.1, one per
+    client), the token in ``tmp/token`` (owner-only). Returns (controller, pki, token)."""
+    from mlsched.cli import main
+
+    pki = tmp / "pki"
+    argv = ["certs", "--dir", str(pki), "--dns", "localhost", "--ip", "127.0.0.1"]
+    assert main([*argv, *(f"--client={c}" for c in clients)]) == 0
+    path = tmp / "token"
+    path.write_text(f"{token}\n")
+    path.chmod(0o600)
+    ctl = controller(
+        tmp, token=token, tls_cert=str(pki / "server.pem"), tls_key=str(pki / "server.key"),
+        tls_ca=str(pki / "ca.pem"),
+    )  # fmt: skip
+    return ctl, pki, path
+
+
+@contextlib.contextmanager
+def running(fleet: list[Agent]) -> Iterator[list[Agent]]:
+    """Each agent's ``run`` in a thread of this process; stopped (tasks killed) after."""
+    threads = [threading.Thread(target=a.run, daemon=True) for a in fleet]
+    for t in threads:
+        t.start()
+    try:
+        yield fleet
+    finally:
+        for a in fleet:
+            a.shutdown(force=True)
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads), "an agent did not stop"
 
 
 def agent_cmd(address: str, name: str, tmp: Path, ports: str, *extra: str) -> list[str]:

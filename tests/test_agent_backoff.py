@@ -9,15 +9,15 @@ which puts the whole fleet into one burst (every registration within a few tens 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
+from cluster_helpers import running
 from test_agent import FakeController
 
 from mlsched.agent import Agent, discover
@@ -73,33 +73,25 @@ def _serving(ctl: FakeController, port: int) -> Iterator[None]:
         server.stop(grace=None)
 
 
-@contextmanager
-def _fleet(target: str, tmp: Path, backoff_s: tuple[float, float]) -> Iterator[list[Agent]]:
+def _fleet(
+    target: str, tmp: Path, backoff_s: tuple[float, float]
+) -> AbstractContextManager[list[Agent]]:
     """``AGENTS`` agents started together, each run in a thread; shut down afterwards."""
-    fleet = [
-        Agent(
-            target,
-            discover(controller=target, name=f"n{i:02d}", cpus=1, mem_gb=1, use_nvml=False),
-            workdir=tmp / f"n{i:02d}",
-            auth=ClientAuth(None),
-            poll_s=0.05,
-            rpc_timeout_s=2.0,
-            backoff_s=backoff_s,
-            use_nvml=False,
-        )
-        for i in range(AGENTS)
-    ]
-    threads = [threading.Thread(target=a.run, daemon=True) for a in fleet]
-    for t in threads:
-        t.start()
-    try:
-        yield fleet
-    finally:
-        for a in fleet:
-            a.shutdown()
-        for t in threads:
-            t.join(timeout=20)
-        assert not any(t.is_alive() for t in threads), "an agent did not stop"
+    return running(
+        [
+            Agent(
+                target,
+                discover(controller=target, name=f"n{i:02d}", cpus=1, mem_gb=1, use_nvml=False),
+                workdir=tmp / f"n{i:02d}",
+                auth=ClientAuth(None),
+                poll_s=0.05,
+                rpc_timeout_s=2.0,
+                backoff_s=backoff_s,
+                use_nvml=False,
+            )
+            for i in range(AGENTS)
+        ]
+    )
 
 
 def _densest(times: list[float], window: float = WINDOW_S) -> int:

@@ -9,16 +9,14 @@ certificate, or with another CA's, in."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import stat
-import threading
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import grpc
 import pytest
-from cluster_helpers import controller, mlp_job, wait_for
+from cluster_helpers import controller, mlp_job, running, wait_for
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
@@ -85,8 +83,7 @@ def test_bad_arguments_are_refused_naming_the_field_and_write_nothing(
     assert not d.exists() or not list(d.iterdir())
 
 
-@contextlib.contextmanager
-def _agents(address: str, tmp: Path, pki: Path) -> Iterator[list[Agent]]:
+def _agents(address: str, tmp: Path, pki: Path) -> AbstractContextManager[list[Agent]]:
     fleet = []
     for name in ("a1", "a2"):
         auth = ClientAuth(
@@ -97,16 +94,7 @@ def _agents(address: str, tmp: Path, pki: Path) -> Iterator[list[Agent]]:
                         gpu_type="cpu", cpus=2, mem_gb=4, use_nvml=False)  # fmt: skip
         fleet.append(Agent(address, node, workdir=tmp / name, auth=auth, poll_s=0.1,
                            use_nvml=False))  # fmt: skip
-    threads = [threading.Thread(target=a.run, daemon=True) for a in fleet]
-    for t in threads:
-        t.start()
-    try:
-        yield fleet
-    finally:
-        for a in fleet:
-            a.shutdown(force=True)
-        for t in threads:
-            t.join(timeout=30)
+    return running(fleet)
 
 
 def _refused(address: str, auth: ClientAuth) -> bool:

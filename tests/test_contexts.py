@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from cluster_helpers import controller
+from cluster_helpers import tls_controller
 
 from mlsched.cli import main
 from mlsched.core.errors import SpecError
@@ -98,15 +98,7 @@ def test_relative_paths_are_the_file_s_and_a_malformed_file_is_refused_by_field(
 def test_a_client_reaches_a_mutual_tls_controller_through_a_context_alone(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pki = tmp_path / "pki"
-    assert main(["certs", "--dir", str(pki), "--dns", "localhost", "--client", "alice"]) == 0
-    token = tmp_path / "token"
-    token.write_text("s3cret\n")
-    token.chmod(0o600)
-    ctl = controller(
-        tmp_path, token="s3cret", tls_cert=str(pki / "server.pem"),
-        tls_key=str(pki / "server.key"), tls_ca=str(pki / "ca.pem"),
-    )  # fmt: skip
+    ctl, pki, token = tls_controller(tmp_path, "alice")
     try:
         assert main(["context", "set", "local", "--controller", f"localhost:{ctl.port}",
                      "--token-file", str(token), "--tls-ca", str(pki / "ca.pem"),

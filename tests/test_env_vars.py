@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster_helpers import controller, kill_tree, wait_for
+from cluster_helpers import kill_tree, tls_controller, wait_for
 
 from mlsched.cli import main
 from mlsched.core.errors import SpecError
@@ -58,16 +58,7 @@ def test_a_flag_wins_over_its_variable_and_a_token_flag_over_both_variables(
 def test_an_agent_and_a_client_configured_by_the_environment_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pki = tmp_path / "pki"
-    assert main(["certs", "--dir", str(pki), "--ip", "127.0.0.1",
-                 "--client", "a1", "--client", "alice"]) == 0  # fmt: skip
-    token = tmp_path / "token"
-    token.write_text("s3cret\n")
-    token.chmod(0o600)
-    ctl = controller(
-        tmp_path, token="s3cret", tls_cert=str(pki / "server.pem"),
-        tls_key=str(pki / "server.key"), tls_ca=str(pki / "ca.pem"),
-    )  # fmt: skip
+    ctl, pki, token = tls_controller(tmp_path, "a1", "alice")
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",

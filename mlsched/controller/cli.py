@@ -204,12 +204,8 @@ def client_auth(args: argparse.Namespace) -> ClientAuth:
     from mlsched.net.auth import ClientAuth
 
     return ClientAuth(
-        _token(args), tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key
+        token_of(args), tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key
     )
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    return token_of(args)
 
 
 def run_cluster_command(args: argparse.Namespace) -> int:
@@ -264,7 +260,7 @@ def _controller(args: argparse.Namespace) -> int:
         db=args.db,
         checkpoint_root=args.checkpoint_root,
         data_root=args.data_root,
-        token=_token(args),
+        token=token_of(args),
         agent_secret=(
             read_secret_file(args.agent_secret_file, "agent_secret_file")
             if args.agent_secret_file

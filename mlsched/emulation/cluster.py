@@ -192,12 +192,12 @@ class EmulatedCluster:
         """``mlsched agent`` for ``host``: its declared resources, rack and pool, its data
         address as ``--host`` (so its tasks' traffic crosses the shaped links) and its own
         credential."""
-        from mlsched.net.auth import agent_token
+        from mlsched.net.auth import agent_token, write_private_file
 
         _, secret = self.credentials()
         token_file = self.files / "agents" / f"{host.name}.token"
         token_file.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(token_file, agent_token(secret, host.name))
+        write_private_file(token_file, (agent_token(secret, host.name) + "\n").encode())
         spec = self.spec
         argv = [
             sys.executable, "-m", "mlsched.agent", "--controller", controller,
@@ -433,18 +433,13 @@ def _refuse_live_state(path: Path) -> None:
     path.unlink()
 
 
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.chmod(path, 0o600)
-
-
 def _secret_file(path: Path) -> str:
     """The secret in ``path``, made (owner-only) when the file is missing."""
+    from mlsched.net.auth import write_private_file
+
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         return path.read_text(encoding="utf-8").strip()
     value = secrets.token_urlsafe(32)
-    _write_private(path, value)
+    write_private_file(path, (value + "\n").encode())
     return value

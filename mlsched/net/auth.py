@@ -46,6 +46,7 @@ __all__ = [
     "read_secret_file",
     "read_token",
     "server_credentials",
+    "write_private_file",
 ]
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,17 @@ _EXEMPT = ("/grpc.health.v1.Health/",)
 _AGENT_METHODS = "/mlsched.v1.AgentService/"
 _USER_METHODS = "/mlsched.v1.JobService/"
 _AGENT_PREFIX = "agent:"
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` readable by its owner only, and atomically: a reader sees
+    the old file or the new one whole, never a part or a moment readable by others."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.chmod(tmp, 0o600)  # a leftover file keeps its own mode through O_CREAT
+    os.replace(tmp, path)
 
 
 def read_secret_file(path: str, field: str) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
+from mlsched.net.auth import write_private_file
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -217,17 +218,14 @@ def _leaf(
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     from cryptography.hazmat.primitives import serialization
 
-    data = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+    write_private_file(
+        path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
     )
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 def _write_cert(path: Path, cert: x509.Certificate) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
+from mlsched.net.auth import write_private_file
 
 __all__ = ["FIELDS", "Config", "config_path", "load_config", "save_config"]
 
@@ -117,8 +118,4 @@ def save_config(config: Config) -> None:
     if config.current is not None:
         doc["current-context"] = config.current
     config.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = config.path.with_name(config.path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        yaml.safe_dump(doc, out, sort_keys=True)
-    os.replace(tmp, config.path)
+    write_private_file(config.path, yaml.safe_dump(doc, sort_keys=True).encode())

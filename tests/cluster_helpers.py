@@ -129,13 +129,18 @@ def agents(address: str, tmp: Path, n: int, *extra: str) -> Iterator[list[subpro
             )
         yield procs
     finally:
-        for p in procs:
-            kill_tree(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                kill_tree(p.pid, signal.SIGKILL)
+        stop_all(procs, grace_s=20)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]], *, grace_s: float) -> None:
+    """SIGTERM every process's tree, then SIGKILL those not gone within ``grace_s``."""
+    for p in procs:
+        kill_tree(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            kill_tree(p.pid, signal.SIGKILL)
 
 
 def controller_process(

@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from cluster_helpers import kill_tree
+from cluster_helpers import stop_all
 
 from mlsched.net.ports import free_port_range, listen_port
 
@@ -115,13 +114,7 @@ def test_the_readme_cluster_block_runs_as_written_on_loopback(tmp_path: Path) ->
         for name in ("token", "agent-secret", "gpu-a.token", "pki/ca.key", "pki/gpu-a.key"):
             assert (tmp_path / name).stat().st_mode & 0o077 == 0, f"{name} is readable by others"
     finally:
-        for proc in background:
-            kill_tree(proc.pid, signal.SIGTERM)
-        for proc in background:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc.pid, signal.SIGKILL)
+        stop_all(background, grace_s=30)
 
 
 def _shell(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

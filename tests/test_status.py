@@ -66,13 +66,14 @@ def test_the_status_tables_render_plain_statuses() -> None:
         "j1", "paused", reason="not allocated this slot", progress=25.0, total_work=100.0,
         placement=(PlacementEntry("a0", 2, 1),), quote_decision="accepted", price=4.2,
         worker_price=0.35, ps_price=0.21, admitted=True, admitted_slot=3, launch="ps",
+        owner="alice",
     )  # fmt: skip
     table = job_table([job, JobStatus("j2", "pending")])
     lines = table.splitlines()
-    assert lines[2].split()[:3] == ["j1", "ps", "paused"] and "a0:2w1ps" in lines[2]
+    assert lines[2].split()[:4] == ["j1", "alice", "ps", "paused"] and "a0:2w1ps" in lines[2]
     assert "25.0%" in lines[2] and "4.2" in lines[2]
     assert lines[3].strip() == "not allocated this slot"
-    assert lines[4].split()[:3] == ["j2", "-", "pending"]
+    assert lines[4].split()[:4] == ["j2", "-", "-", "pending"]
     assert decision_line(job) == (
         "j1: quoted 4.2 (worker 0.35, PS 0.21 per unit): accepted, admitted in slot 3 (paused)"
     )

@@ -21,6 +21,7 @@ from mlsched.core.server_gc import tune_for_serving
 from mlsched.net.certs_cli import add_certs_parser
 from mlsched.net.context_cli import add_context_parser
 from mlsched.net.env import add_connection_args, resolve, token_of
+from mlsched.net.users_cli import add_user_parser
 
 T = TypeVar("T")
 
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 CLUSTER_COMMANDS = (
     "controller", "submit", "status", "cancel", "logs", "agent-token", "certs", "context",
+    "user", "whoami", "audit",
 )  # fmt: skip
 
 
@@ -107,6 +109,13 @@ def add_cluster_parsers(sub: Any) -> None:
         help="directory that jobs' training.data_path is relative to, the same path on every "
         "agent (default: none, so jobs train on synthetic data only)",
     )
+    p.add_argument(
+        "--users-file",
+        default=None,
+        metavar="FILE",
+        help="users, roles and quotas (mlsched user add): each user's token, jobs owned by "
+        "their submitter; read again when it changes (default: one user, the --token's)",
+    )
     p.add_argument("--heartbeat", type=float, default=1.0, help="agent heartbeat interval (s)")
     p.add_argument(
         "--agent-timeout", type=float, default=10.0, help="declare an agent lost after (s)"
@@ -159,10 +168,29 @@ def add_cluster_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="jobs, agents, allocations, progress and model error")
     p.add_argument("job", nargs="?", help="one job's status (default: everything)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--user", default=None, help="only this user's jobs")
     _client_args(p)
 
-    p = sub.add_parser("cancel", help="cancel a job (its processes stop and checkpoint)")
+    p = sub.add_parser(
+        "cancel", help="cancel a job (its processes stop and checkpoint; yours, or any: admin)"
+    )
     p.add_argument("job")
+    _client_args(p)
+
+    p = sub.add_parser("whoami", help="the user and role your token is, and your quotas")
+    _client_args(p)
+
+    p = sub.add_parser(
+        "audit",
+        help="the audit record: submits, cancels and refusals (admin: everyone's)",
+        description="Print the controller's append-only audit record, oldest first: who "
+        "submitted or cancelled what, and every refusal (quota, permission, invalid "
+        "document). A user reads their own rows (--user with their name); an admin reads all.",
+    )
+    p.add_argument("--user", default=None, help="only this user's rows")
+    p.add_argument("--job", default=None, help="only this job's rows")
+    p.add_argument("--limit", type=int, default=100, help="the newest N rows (default 100)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     _client_args(p)
 
     p = sub.add_parser(
@@ -197,6 +225,7 @@ def add_cluster_parsers(sub: Any) -> None:
     p.add_argument("--agent-secret-file", required=True, help="the controller's agent secret")
     add_certs_parser(sub)
     add_context_parser(sub)
+    add_user_parser(sub)
 
 
 def client_auth(args: argparse.Namespace) -> ClientAuth:
@@ -219,6 +248,10 @@ def run_cluster_command(args: argparse.Namespace) -> int:
         from mlsched.net.context_cli import run_context
 
         return run_context(args)
+    if args.command == "user":
+        from mlsched.net.users_cli import run_user
+
+        return run_user(args)
     import grpc
 
     from mlsched.core.ids import check_id
@@ -240,6 +273,10 @@ def run_cluster_command(args: argparse.Namespace) -> int:
             from mlsched.controller.log_client import run_logs
 
             return run_logs(stub, args)
+        if args.command in ("whoami", "audit"):
+            from mlsched.controller.audit_client import run_audit, run_whoami
+
+            return (run_whoami if args.command == "whoami" else run_audit)(stub, args)
         return _cancel(stub, args)
     except grpc.RpcError as err:
         code = err.code()
@@ -261,6 +298,7 @@ def _controller(args: argparse.Namespace) -> int:
         checkpoint_root=args.checkpoint_root,
         data_root=args.data_root,
         token=token_of(args),
+        users_file=args.users_file,
         agent_secret=(
             read_secret_file(args.agent_secret_file, "agent_secret_file")
             if args.agent_secret_file
@@ -404,7 +442,7 @@ def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
             print(job_table([job_status_from_proto(job)]))
         return 0
     cluster = stub.GetClusterStatus(jobs_pb2.GetClusterStatusRequest(), timeout=args.timeout)
-    jobs = stub.ListJobs(jobs_pb2.ListJobsRequest(), timeout=args.timeout).jobs
+    jobs = stub.ListJobs(jobs_pb2.ListJobsRequest(user=args.user or ""), timeout=args.timeout).jobs
     if args.json:
         import json
 

@@ -24,6 +24,7 @@ class ControllerConfig:
     data_root: str = ""  # jobs' training.data_path is relative to it (none allowed if unset)
     token: str | None = None  # the user token (JobService)
     agent_secret: str | None = None  # agents' credentials derive from it (AgentService)
+    users_file: str | None = None  # users, roles and quotas (mlsched/net/users.py)
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
@@ -65,6 +66,10 @@ class ControllerConfig:
             raise SpecError("min_agents", self.min_agents, "an integer >= 1")
         if self.agent_secret is not None and self.token is None:
             raise SpecError("agent_secret", "set", "a user token (--token) beside it")
+        if self.users_file is not None and self.token is None:
+            raise SpecError(
+                "users_file", self.users_file, "the operator's token (--token) beside it"
+            )
         check_listen(self.listen, self.token, self.agent_secret, tls=self.tls_cert is not None)
         if self.metrics_listen is not None:
             host, sep, port = self.metrics_listen.rpartition(":")

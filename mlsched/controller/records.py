@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from mlsched.controller.runs import JobRun
 from mlsched.controller.store import Store
 from mlsched.core.allocation import JobState, Quote, RejectKind
+from mlsched.core.errors import shorten
+from mlsched.core.fields import check_number
 from mlsched.core.job import JobSpec
+from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
 
-__all__ = ["record_from_row", "record_state", "write_slot"]
+__all__ = ["load_rows", "record_from_row", "record_state", "write_slot"]
+
+log = logging.getLogger("mlsched.controller.server")  # where quarantines were logged
 
 _PLAIN = (
     "progress",
@@ -98,3 +105,37 @@ def write_slot(
         store.add_progress_rows(t, progress)
         store.add_allocations(t, allocations)
         store.update_jobs(states)
+
+
+def load_rows(store: Store) -> tuple[list[tuple[JobRecord, float]], dict[str, Any]]:
+    """The stored jobs (with their trainer-step counts) and runs that still load; any
+    other row is quarantined with its reason (a spec this release refuses, damaged
+    JSON), never fatal."""
+    runs = store.runs()
+    out: list[tuple[JobRecord, float]] = []
+    for row in store.jobs():
+        job_id = row["job_id"]
+        try:
+            if "error" in row:
+                raise ValueError(row["error"])
+            state = row["state"] or {}
+            if not isinstance(state, dict):
+                raise ValueError(f"state is a {type(state).__name__}, not a mapping")
+            record = record_from_row(row["spec"], state)
+            iterations = check_number(
+                state.get("iterations", 0.0), "iterations", Bound(0.0, MAX_TOTAL_WORK)
+            )
+            if record.job_id != job_id:
+                raise ValueError(f"spec names job {record.job_id!r}")
+            if job_id in runs:
+                if runs[job_id] is None:
+                    raise ValueError("its run is unreadable JSON")
+                JobRun.from_dict(job_id, runs[job_id])
+        except Exception as err:  # whatever a damaged or outdated row raises
+            reason = shorten(f"{type(err).__name__}: {err}", 500)
+            log.error("[controller] job %s quarantined at restart: %s", job_id, reason)
+            store.quarantine_job(job_id, reason)
+            runs.pop(job_id, None)
+            continue
+        out.append((record, float(iterations)))
+    return out, {j: r for j, r in runs.items() if r is not None}

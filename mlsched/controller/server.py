@@ -32,8 +32,8 @@ from mlsched.controller.metrics import ControllerMetrics
 from mlsched.controller.parsing import DocumentParser
 from mlsched.controller.pricing import market, quote_fields
 from mlsched.controller.probes import LoopHold, ProbeRequest, Probes, ProbeStatus
-from mlsched.controller.records import record_from_row, record_state, write_slot
-from mlsched.controller.runs import JobRun, TaskSettings, checkpoint_interval, launch_name
+from mlsched.controller.records import load_rows, record_state, write_slot
+from mlsched.controller.runs import TaskSettings, checkpoint_interval, launch_name
 from mlsched.controller.services import Endpoint
 from mlsched.controller.status import (
     FINAL_STATES,
@@ -43,15 +43,15 @@ from mlsched.controller.status import (
     refined_status,
 )
 from mlsched.controller.store import Store
+from mlsched.controller.tenancy import Tenancy
 from mlsched.core.allocation import JobState
-from mlsched.core.errors import SpecError, shorten
-from mlsched.core.fields import check_number
+from mlsched.core.errors import MlschedError, SpecError, shorten
 from mlsched.core.job import JobSpec
-from mlsched.core.limits import MAX_TOTAL_WORK, Bound
 from mlsched.core.reports import Heartbeat
 from mlsched.core.type_hosts import type_problems
 from mlsched.engine.builder import build_engine
 from mlsched.engine.engine import Engine, JobRecord, SlotOutcome
+from mlsched.net.users import ADMIN, User
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.profile import load_profile
 from mlsched.scheduler.registry import create
@@ -73,6 +73,7 @@ class _Served:
     iterations: float = 0.0  # trainer steps, as the executor last counted them
     predicted_s: float = 0.0  # the runtime model's last prediction of an iteration's time
     measured_s: float = 0.0  # ... and the time it was compared with
+    spec: JobSpec | None = None  # what was submitted (the quotas count it)
 
 
 class Controller:
@@ -83,6 +84,7 @@ class Controller:
         self.profile = load_profile(Path(cfg.profile)) if cfg.profile else None
         self.cfg = cfg
         self.store = Store(cfg.db)
+        self.tenancy = Tenancy(self.store)
         self.agents = AgentRegistry(timeout_s=cfg.agent_timeout_s)
         self.executor = ClusterExecutor(
             self.agents,
@@ -131,49 +133,17 @@ class Controller:
         # --min-agents is for a fresh start: a restarted controller resumes with the agents
         # that come back (the others are declared lost after the timeout), however few.
         self._min_agents = 1 if int(self.store.get_meta("slot", 0)) > 0 else cfg.min_agents
-        rows, runs = self._load_rows()
+        rows, runs = load_rows(self.store)
         self._restore_records = [record for record, _ in rows]
         self._restored = not rows
         self.executor.load(
             runs, {r.job_id: r.spec for r in self._restore_records if not r.state.is_final}
         )
         for record, iterations in rows:
-            served = _Served(JobStatus(record.job_id, record.state.value), iterations)
+            served = _Served(JobStatus(record.job_id, record.state.value), iterations,
+                             spec=record.spec)  # fmt: skip
             served.status = self._status((), record, served)
             self._jobs[record.job_id] = served
-
-    def _load_rows(self) -> tuple[list[tuple[JobRecord, float]], dict[str, Any]]:
-        """The stored jobs (with their trainer-step counts) and runs that still load; any
-        other row is quarantined with its reason (a spec this release refuses, damaged
-        JSON), never fatal."""
-        runs = self.store.runs()
-        out: list[tuple[JobRecord, float]] = []
-        for row in self.store.jobs():
-            job_id = row["job_id"]
-            try:
-                if "error" in row:
-                    raise ValueError(row["error"])
-                state = row["state"] or {}
-                if not isinstance(state, dict):
-                    raise ValueError(f"state is a {type(state).__name__}, not a mapping")
-                record = record_from_row(row["spec"], state)
-                iterations = check_number(
-                    state.get("iterations", 0.0), "iterations", Bound(0.0, MAX_TOTAL_WORK)
-                )
-                if record.job_id != job_id:
-                    raise ValueError(f"spec names job {record.job_id!r}")
-                if job_id in runs:
-                    if runs[job_id] is None:
-                        raise ValueError("its run is unreadable JSON")
-                    JobRun.from_dict(job_id, runs[job_id])
-            except Exception as err:  # whatever a damaged or outdated row raises
-                reason = shorten(f"{type(err).__name__}: {err}", 500)
-                log.error("[controller] job %s quarantined at restart: %s", job_id, reason)
-                self.store.quarantine_job(job_id, reason)
-                runs.pop(job_id, None)
-                continue
-            out.append((record, float(iterations)))
-        return out, {j: r for j, r in runs.items() if r is not None}
 
     # Lifecycle --------------------------------------------------------------------------
     def start(self) -> Controller:
@@ -495,7 +465,7 @@ class Controller:
             for job_id, status in statuses.items():
                 served = self._jobs.get(job_id)
                 if served is None:
-                    self._jobs[job_id] = _Served(status)
+                    self._jobs[job_id] = _Served(status, spec=engine.records[job_id].spec)
                 else:
                     served.status = status
 
@@ -521,42 +491,57 @@ class Controller:
             admitted=record.admitted_slot is not None,
             admitted_slot=record.admitted_slot if record.admitted_slot is not None else -1,
             launch=launch_name(record.spec),
+            owner=self.tenancy.owner(record.job_id) or "",
             **quote_fields(record),
         )
 
-    def submit(self, document: str) -> list[str]:
-        jobs = parse_jobs(document, data_root=self.executor.settings.data_root, parser=self._parser)
-        with self._lock:
-            for i, job in enumerate(jobs):
-                if job.job_id in self._jobs:
-                    raise SpecError(f"jobs[{i}].job_id", job.job_id, "a job id not used before")
-            now = time.time()
-            with self.store.transaction():
+    def submit(self, document: str, user: User = ADMIN) -> list[str]:
+        """Admit the jobs of ``document`` for ``user``: validated whole, within the user's
+        quotas, stored with their owner. A refusal is audited and raised."""
+        try:
+            jobs = parse_jobs(
+                document, data_root=self.executor.settings.data_root, parser=self._parser
+            )
+            with self._lock:
+                for i, job in enumerate(jobs):
+                    if job.job_id in self._jobs:
+                        raise SpecError(f"jobs[{i}].job_id", job.job_id, "a job id not used before")
+                unfinished = [
+                    (s.spec, s.status.state) for s in self._jobs.values()
+                    if s.spec is not None and s.status.state not in FINAL_STATES
+                ]  # fmt: skip
+                self.tenancy.check_quota(user, jobs, unfinished)
+                now = time.time()
+                with self.store.transaction():
+                    for job in jobs:
+                        self.store.add_job(job.job_id, job.to_dict(), submitted_at=now)
+                    self.tenancy.record_submission(user, jobs, now)
                 for job in jobs:
-                    self.store.add_job(job.job_id, job.to_dict(), submitted_at=now)
-            for job in jobs:
-                self._jobs[job.job_id] = _Served(
-                    JobStatus(
-                        job_id=job.job_id,
-                        state=JobState.PENDING.value,
-                        total_work=job.total_work,
-                        completion_slot=-1,
-                        launch=launch_name(job),
-                    )
-                )
-                self._submissions.put(job)
-            self._list_epoch += 1
-        log.info("[controller] submitted %s", shorten(", ".join(j.job_id for j in jobs), 500))
+                    status = JobStatus(job.job_id, JobState.PENDING.value, total_work=job.total_work,
+                                       completion_slot=-1, launch=launch_name(job), owner=user.name)  # fmt: skip
+                    self._jobs[job.job_id] = _Served(status, spec=job)
+                    self._submissions.put(job)
+                self._list_epoch += 1
+        except (MlschedError, ValueError) as err:
+            self.tenancy.record(user, "submit", "", "refused", str(err))
+            raise
+        log.info("[controller] %s submitted %s", user.name,
+                 shorten(", ".join(j.job_id for j in jobs), 500))  # fmt: skip
         return [j.job_id for j in jobs]
 
-    def cancel(self, job_id: str) -> JobStatus:
+    def cancel(self, job_id: str, user: User = ADMIN) -> JobStatus:
         status = self.job(job_id)
+        if not user.may_act_on(status.owner or None):
+            self.tenancy.record(user, "cancel", job_id, "refused", f"owned by {status.owner!r}")
+            raise PermissionError(f"job {job_id!r} is {status.owner or 'nobody'!r}'s: only its "
+                                  "owner or an admin may cancel it")  # fmt: skip
         if status.state in FINAL_STATES:
             raise SpecError("job_id", job_id, f"a job that is not final (it is {status.state})")
         self.executor.forget(job_id)  # stop its processes now; the engine hears at the boundary
         self._cancels.put(job_id)
         with self._lock:
             self._list_epoch += 1
+        self.tenancy.record(user, "cancel", job_id, "ok", "")
         return replace(status, state=JobState.CANCELLING.value, reason="cancel requested")
 
     def job(self, job_id: str) -> JobStatus:

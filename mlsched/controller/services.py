@@ -19,9 +19,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from mlsched.controller import serde
 from mlsched.controller.logs import LogError, TaskLogs
 from mlsched.controller.probes import ProbeBusy
+from mlsched.controller.tenancy import QuotaError
 from mlsched.core.errors import MlschedError, SpecError, shorten
+from mlsched.core.ids import check_id
 from mlsched.net.auth import TokenInterceptor, agent_of, server_credentials
 from mlsched.net.task_wire import task_to_proto
+from mlsched.net.users import User, UsersFile, user_of
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 if TYPE_CHECKING:
@@ -35,9 +38,11 @@ class Endpoint:
 
     def __init__(self, ctl: ControllerFacade) -> None:
         cfg = ctl.cfg
-        interceptors = [TokenInterceptor(cfg.token, cfg.agent_secret)] if cfg.token else []
+        users = UsersFile(cfg.users_file) if cfg.users_file is not None else None
+        known = None if users is None else (lambda t: users.current().identify(t) is not None)
+        interceptors = [TokenInterceptor(cfg.token, cfg.agent_secret, known)] if cfg.token else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=32), interceptors=interceptors)
-        self.logs = add_services(ctl, server)
+        self.logs = add_services(ctl, server, users)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         creds = server_credentials(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
@@ -57,9 +62,11 @@ class Endpoint:
         self.server.stop(grace=grace).wait()
 
 
-def add_services(ctl: ControllerFacade, server: grpc.Server) -> TaskLogs:
-    """Serve the agent and job services of ``ctl`` on ``server``; their log reads (shared:
-    clients' requests wait for the agents' heartbeats)."""
+def add_services(
+    ctl: ControllerFacade, server: grpc.Server, users: UsersFile | None = None
+) -> TaskLogs:
+    """Serve the agent and job services of ``ctl`` on ``server`` (``users``: who a user
+    token is); their log reads (shared: clients' requests wait for the agents' heartbeats)."""
     logs = TaskLogs(
         heartbeat_s=ctl.cfg.heartbeat_s,
         job=ctl.job,
@@ -67,11 +74,15 @@ def add_services(ctl: ControllerFacade, server: grpc.Server) -> TaskLogs:
         agents=ctl.agents,
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(ctl, logs), server)
-    jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(ctl, logs), server)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(_JobService(ctl, logs, users), server)
     return logs
 
 
 def _abort(context: grpc.ServicerContext, err: Exception) -> None:
+    if isinstance(err, PermissionError):
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, shorten(str(err), 1000))
+    if isinstance(err, QuotaError):
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, shorten(str(err), 1000))
     if isinstance(err, KeyError):
         context.abort(grpc.StatusCode.NOT_FOUND, f"no job {shorten(repr(err.args[0]), 200)}")
     context.abort(grpc.StatusCode.INVALID_ARGUMENT, shorten(str(err), 1000))
@@ -139,15 +150,39 @@ _LOG_CODES = {
 
 
 class _JobService(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, ctl: ControllerFacade, logs: TaskLogs) -> None:
+    def __init__(self, ctl: ControllerFacade, logs: TaskLogs, users: UsersFile | None) -> None:
         self.ctl = ctl
         self.logs = logs
+        self.users = users
+
+    def _user(self, context: grpc.ServicerContext) -> User:
+        user = user_of(context, self.ctl.cfg.token, self.users)
+        if user is None:  # the interceptor let through a token the users file just lost
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "this token is no user's (now)")
+            raise AssertionError("unreachable")
+        return user
+
+    def _owned(self, context: grpc.ServicerContext, user: User, job_id: str, action: str) -> None:
+        """Only the owner of ``job_id`` (or an admin) may ``action`` it: else audited and
+        PERMISSION_DENIED. An unknown job passes, for the handler to answer NOT_FOUND."""
+        try:
+            owner = self.ctl.job(job_id).owner
+        except KeyError:
+            return
+        if not user.may_act_on(owner or None):
+            self.ctl.tenancy.record(user, action, job_id, "refused", f"owned by {owner!r}")
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"job {shorten(job_id, 128)!r} is {owner or 'nobody'!r}'s: only its owner or "
+                f"an admin may {action} it",
+            )
 
     def SubmitJobs(
         self, request: jobs_pb2.SubmitJobsRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.SubmitJobsResponse:
         try:
-            return jobs_pb2.SubmitJobsResponse(job_ids=self.ctl.submit(request.document))
+            ids = self.ctl.submit(request.document, self._user(context))
+            return jobs_pb2.SubmitJobsResponse(job_ids=ids)
         except MlschedError as err:
             _abort(context, err)
             raise
@@ -166,19 +201,56 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
     def ListJobs(
         self, request: jobs_pb2.ListJobsRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.ListJobsResponse:
-        return jobs_pb2.ListJobsResponse(
-            jobs=[serde.job_status_to_proto(j) for j in self.ctl.jobs()]
-        )
+        jobs = self.ctl.jobs()
+        if request.user:
+            jobs = [j for j in jobs if j.owner == request.user]
+        return jobs_pb2.ListJobsResponse(jobs=[serde.job_status_to_proto(j) for j in jobs])
 
     def CancelJob(
         self, request: jobs_pb2.CancelJobRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.CancelJobResponse:
         try:
-            status = self.ctl.cancel(request.job_id)
+            status = self.ctl.cancel(request.job_id, self._user(context))
             return jobs_pb2.CancelJobResponse(job=serde.job_status_to_proto(status))
-        except (KeyError, MlschedError) as err:
+        except (KeyError, MlschedError, PermissionError) as err:
             _abort(context, err)
             raise
+
+    def WhoAmI(
+        self, request: jobs_pb2.WhoAmIRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.WhoAmIResponse:
+        user = self._user(context)
+        quota = user.quota
+        return jobs_pb2.WhoAmIResponse(
+            user=user.name,
+            role=user.role,
+            quota_gpus=-1 if quota.gpus is None else quota.gpus,
+            quota_queued=-1 if quota.queued is None else quota.queued,
+        )
+
+    def GetAudit(
+        self, request: jobs_pb2.GetAuditRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.GetAuditResponse:
+        user = self._user(context)
+        if not user.admin and request.user != user.name:
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"a user reads their own audit rows only (user: {user.name!r})",
+            )
+        try:
+            who = check_id(request.user, "user", max_len=64) if request.user else ""
+            job = check_id(request.job_id, "job_id") if request.job_id else ""
+        except SpecError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            raise
+        entries = self.ctl.tenancy.audit(user=who, job_id=job, limit=request.limit or 100)
+        return jobs_pb2.GetAuditResponse(
+            entries=[
+                jobs_pb2.AuditEntry(id=e.id, at_unix=e.at, user=e.user, action=e.action,
+                                    job_id=e.job_id, outcome=e.outcome, detail=e.detail)
+                for e in entries
+            ]
+        )  # fmt: skip
 
     def GetClusterStatus(
         self, request: jobs_pb2.GetClusterStatusRequest, context: grpc.ServicerContext
@@ -219,6 +291,7 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
     def GetTaskLog(
         self, request: jobs_pb2.GetTaskLogRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.GetTaskLogResponse:
+        self._owned(context, self._user(context), request.job_id, "read the logs of")
         wait_s = self.logs.wait_s()
         left = context.time_remaining()
         if left is not None:  # answer before the client gives up, with the reason

@@ -57,6 +57,7 @@ class JobStatus:
     checkpoint_step: int = 0  # where the next launch would resume
     launch: str = ""  # how its processes start: ps, torchrun, horovod, direct
     quote_decision: str = ""  # accepted, declined, or "" (no price put to the user)
+    owner: str = ""  # the user who submitted it ("": stored before owners were recorded)
     price_paid: float = 0.0
     worker_price: float = 0.0  # the quote's unit prices
     ps_price: float = 0.0

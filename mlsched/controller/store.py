@@ -273,6 +273,10 @@ class Store:
         with self._lock:
             return self._db().execute(sql, params).fetchall()
 
+    # The tables other modules own (controller/tenancy.py) go through the same lock.
+    execute = _write
+    query = _read
+
     # -- meta ----------------------------------------------------------------------------
 
     def get_meta(self, key: str, default: Any = None) -> Any:

@@ -51,7 +51,7 @@ def cluster_summary(c: ClusterStatus) -> str:
 
 def job_table(jobs: Sequence[JobStatus]) -> str:
     head = (
-        f"{'job':<14} {'launch':<8} {'state':<10} {'admitted':<8} {'price':>9} {'paid':>9} "
+        f"{'job':<14} {'owner':<10} {'launch':<8} {'state':<10} {'admitted':<8} {'price':>9} {'paid':>9} "
         f"{'answer':<8} "
         f"{'progress':>13} {'slots':>5} "
         f"{'iters':>6} "
@@ -66,7 +66,7 @@ def job_table(jobs: Sequence[JobStatus]) -> str:
         admitted = f"slot {j.admitted_slot}" if j.admitted else "no"
         price, paid = (f"{j.price:.4g}", f"{j.price_paid:.4g}") if j.quote_decision else ("-", "-")
         rows.append(
-            f"{j.job_id:<14} {j.launch or '-':<8} {j.state:<10} {admitted:<8} "
+            f"{j.job_id:<14} {j.owner or '-':<10} {j.launch or '-':<8} {j.state:<10} {admitted:<8} "
             f"{price:>9} {paid:>9} {j.quote_decision or '-':<8} "
             f"{j.progress:>6.0f} {pct:>5.1f}% "
             f"{j.slots_run:>5} "

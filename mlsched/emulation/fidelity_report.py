@@ -24,12 +24,14 @@ from mlsched.experiments.base import Check
 __all__ = [
     "GOAL_JOB",
     "GOAL_POLICY",
+    "REGRESSION",
     "TIE",
     "FidelityRun",
     "ablation_rows",
     "fidelity_checks",
     "fidelity_report",
     "pooled_checks",
+    "regression_checks",
     "write_plots",
 ]
 
@@ -38,6 +40,11 @@ GOAL_JOB = 0.10
 GOAL_POLICY = 0.10
 #: Measured means closer than this (relative) are a tie for the ranking.
 TIE = 0.05
+#: The smaller form's regression bound (one run, 4 jobs a policy): above the noise one run
+#: shows on the 2-core machine (a policy's mean 17.6-19 % off in runs that met the goals
+#: when repeated), below what the known regressions cost (without start-up and restart
+#: costs the per-job median is 36-58 % off). docs/testing.md, the fidelity form.
+REGRESSION = 0.25
 MAIN = "profile"
 
 
@@ -106,7 +113,7 @@ def _means(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | Non
 
 
 def _same_ranking(
-    means: Mapping[str, tuple[float | None, float | None]],
+    means: Mapping[str, tuple[float | None, float | None]], tie: float = TIE
 ) -> tuple[bool, str]:
     """Whether the simulated means order the policies as the measured ones (ties aside)."""
     if any(m is None or s is None for m, s in means.values()):
@@ -116,14 +123,19 @@ def _same_ranking(
     for i, a in enumerate(order_m):
         for b in order_m[i + 1 :]:
             ma, mb = means[a][0] or 0.0, means[b][0] or 0.0
-            if (mb - ma) / ma <= TIE:
+            if (mb - ma) / ma <= tie:
                 continue  # a tie on the testbed: either order
             if order_s.index(a) > order_s.index(b):
                 return False, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
     return True, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
 
 
-def _goal_checks(by_policy: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Check]:
+def _goal_checks(
+    by_policy: Mapping[str, Sequence[Mapping[str, Any]]],
+    job_goal: float = GOAL_JOB,
+    policy_goal: float = GOAL_POLICY,
+    tie: float = TIE,
+) -> list[Check]:
     """The goals over job rows by policy (``jct_measured_s``, ``jct_simulated_s``,
     ``error``; an error that could not be measured, None in a file, counts as infinite)."""
     errors = [
@@ -134,8 +146,8 @@ def _goal_checks(by_policy: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[C
     median = statistics.median(errors) if errors else math.inf
     checks = [
         Check(
-            f"per-job median |simulated - measured| / measured JCT <= {GOAL_JOB:.0%}",
-            median <= GOAL_JOB,
+            f"per-job median |simulated - measured| / measured JCT <= {job_goal:.0%}",
+            median <= job_goal,
             f"{median:.1%} over {len(errors)} job runs",
         )
     ]
@@ -145,10 +157,13 @@ def _goal_checks(by_policy: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[C
         detail = "no job finished on both sides" if m is None or s is None else (
             f"measured {m:.1f} s, simulated {s:.1f} s ({err:.1%})"
         )  # fmt: skip
-        checks.append(Check(f"{policy}: mean JCT within {GOAL_POLICY:.0%}",
-                            err <= GOAL_POLICY, detail))  # fmt: skip
-    same, detail = _same_ranking(means)
-    checks.append(Check("the same ranking of policies by mean JCT", same, detail))
+        checks.append(Check(f"{policy}: mean JCT within {policy_goal:.0%}",
+                            err <= policy_goal, detail))  # fmt: skip
+    same, detail = _same_ranking(means, tie)
+    name = "the same ranking of policies by mean JCT"
+    if tie != TIE:
+        name += f" (measured means within {tie:.0%} a tie)"
+    checks.append(Check(name, same, detail))
     return checks
 
 
@@ -167,6 +182,14 @@ def pooled_checks(results: Sequence[Mapping[str, Any]]) -> list[Check]:
         for run in res["runs"]:
             by_policy.setdefault(run["policy"], []).extend(run["jobs"])
     return _goal_checks(by_policy)
+
+
+def regression_checks(result: Mapping[str, Any], bound: float = REGRESSION) -> list[Check]:
+    """The goals' checks over one run (``results.json`` contents) at ``bound`` in place of
+    the goals: what one run of the smaller form can hold on a machine whose speed drifts,
+    and what a regression (costs not charged, the wrong slices, another placement) breaks."""
+    by_policy = {run["policy"]: run["jobs"] for run in result["runs"]}
+    return _goal_checks(by_policy, job_goal=bound, policy_goal=bound, tie=bound)
 
 
 def ablation_rows(

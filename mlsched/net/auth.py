@@ -40,6 +40,7 @@ __all__ = [
     "TokenInterceptor",
     "agent_of",
     "agent_token",
+    "bearer_token",
     "check_listen",
     "client_channel",
     "is_loopback",
@@ -157,6 +158,11 @@ def agent_token(secret: str, agent_id: str) -> str:
     return f"{_AGENT_PREFIX}{agent_id}:{mac.hexdigest()}"
 
 
+def bearer_token(context: grpc.ServicerContext) -> str | None:
+    """The bearer token a call came with (None: none)."""
+    return _bearer(context.invocation_metadata())
+
+
 def _bearer(metadata: Any) -> str | None:
     for key, value in metadata or ():
         if key == HEADER:
@@ -181,9 +187,15 @@ class TokenInterceptor(grpc.ServerInterceptor):
     credentials derived from it, otherwise the user token serves agents too.
     """
 
-    def __init__(self, token: str, agent_secret: str | None = None) -> None:
+    def __init__(
+        self,
+        token: str,
+        agent_secret: str | None = None,
+        is_user: Callable[[str], bool] | None = None,
+    ) -> None:
         self._user = token.encode()
         self._secret = agent_secret
+        self._is_user_token = is_user  # other users' tokens (mlsched/net/users.py)
 
         def deny(requests: Any, context: grpc.ServicerContext) -> Any:
             context.abort(
@@ -195,12 +207,18 @@ class TokenInterceptor(grpc.ServerInterceptor):
         # Stream-stream: aborts before reading a request, whatever the method's shape.
         self._deny = grpc.stream_stream_rpc_method_handler(deny)
 
-    def _is_user(self, token: bytes) -> bool:
+    def _is_operator(self, token: bytes) -> bool:
         return hmac.compare_digest(token, self._user)
+
+    def _is_user(self, token: bytes) -> bool:
+        if self._is_operator(token):
+            return True
+        other = self._is_user_token
+        return other is not None and other(token.decode(errors="replace"))
 
     def _is_agent(self, token: bytes) -> bool:
         if self._secret is None:
-            return self._is_user(token)
+            return self._is_operator(token)  # never a user's own token
         text = token.decode(errors="replace")
         if not text.startswith(_AGENT_PREFIX):
             return False

@@ -98,17 +98,19 @@ _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
 )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
 def get_args_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
     )
     parser.add_argument("--version", action=VersionAction)
-    levels = ["debug", "info", "warning", "error"]
     parser.add_argument(
         "--log-level",
         default=None,
         action=EnvDefault,
-        choices=levels,
+        choices=LOG_LEVELS,
         help="default: info for the controller and agent daemons, warning otherwise",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -268,7 +270,29 @@ def get_args_parser() -> argparse.ArgumentParser:
         description="Register this machine with a controller and run the tasks it assigns.",
     )
     add_agent_args(p)
+    for command in sub.choices.values():  # also after the command: mlsched status --log-level
+        if "--log-level" not in command._option_string_actions:
+            command.add_argument(
+                "--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                help="as before the command (env MLSCHED_LOG_LEVEL)",
+            )  # fmt: skip
     return parser
+
+
+def _refuse_testbed_options(args: argparse.Namespace) -> None:
+    """A simulated experiment compares the policies its paper names: an option only the
+    testbed and fidelity experiments read is refused, not silently ignored."""
+    given = {
+        "--policy": args.policy, "--profile": args.profile,
+        "--ablate-isolation": args.ablate_isolation,
+        "--profile-via": args.profile_via != "local",
+    }  # fmt: skip
+    for flag, value in given.items():
+        if value:
+            raise SpecError(
+                flag, value, f"no {flag} for experiment {args.name} (it runs the policies and "
+                "settings of its paper): only testbed, fidelity or --emulate read it",
+            )  # fmt: skip
 
 
 # Config ---------------------------------------------------------------------------------
@@ -524,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_fidelity_experiment(args, _policy_list(args.policy))
         if args.command == "experiment" and (args.emulate or args.name == "testbed"):
             return run_emulated_experiment(args, _policy_list(args.policy or ["fifo,drf"]))
+        if args.command == "experiment":
+            _refuse_testbed_options(args)
         if args.command == "demo" and not args.simulated:
             return run_cluster_demo(args)
         return run(config_from_args(args))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,6 +110,8 @@ class HelpFormatter(argparse.HelpFormatter):
             or default is None
             or default is argparse.SUPPRESS
             or default == []
+            or default == ""  # nothing to state: the help says what its absence means
+            or re.search(r"\([^)]*\bdefault\b[^)]*\)", text)  # "(...; default 300)": said
         ):
             return text
         return f"{text} (default: %(default)s)"

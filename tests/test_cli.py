@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,35 @@ def test_help_states_the_defaults(argv: list[str], shown: list[str], capsys):
     for text in shown:
         assert text in out, text
     assert "(default: None)" not in out and "(default: False)" not in out
+    assert "(default: )" not in out
+
+
+@pytest.mark.parametrize("command", ["submit", "agent", "controller", "status", "simulate"])
+def test_help_states_a_default_once_and_never_an_empty_one(command: str, capsys):
+    assert main([command, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: )" not in out
+    assert not re.search(r"default [^()]*\) \(default: ", out), (
+        out
+    )  # "(...; default 300) (default: 300.0)"
+
+
+def test_the_log_level_may_follow_the_command() -> None:
+    from mlsched.cli import get_args_parser
+
+    parser = get_args_parser()
+    assert parser.parse_args(["status", "--log-level", "debug"]).log_level == "debug"
+    assert parser.parse_args(["--log-level", "error", "status"]).log_level == "error"
+    assert parser.parse_args(["simulate", "--log-level", "info"]).log_level == "info"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["status", "--log-level", "loud"])
+
+
+def test_a_simulated_experiment_refuses_the_testbeds_options(capsys):
+    assert main(["experiment", "oasis", "--policy", "fifo"]) == 2
+    err = capsys.readouterr().err
+    assert "'--policy'" in err and "experiment oasis" in err
+    assert main(["experiment", "gadget", "--profile-via", "agents"]) == 2
 
 
 @pytest.mark.parametrize("command", ["policies", "workloads", "experiments"])

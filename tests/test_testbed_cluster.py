@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mlsched.cli import main
 from mlsched.controller.config import ControllerConfig
+from mlsched.controller.server import Controller
 from mlsched.core.errors import SpecError
 from mlsched.v1 import jobs_pb2
 
@@ -93,7 +94,9 @@ def test_metrics_listen_is_checked() -> None:
 UNITS = 600
 
 
-def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -> None:
+def test_submitted_jobs_train_for_real_and_report_measurements(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ctl = controller(tmp_path, min_agents=2, slot_seconds=5.0, metrics_listen="127.0.0.1:0")
     lock = ctl.executor._lock = _OrderedLock(ctl.executor._lock, ctl.store._lock)  # type: ignore[assignment]
     try:
@@ -142,9 +145,27 @@ def test_submitted_jobs_train_for_real_and_report_measurements(tmp_path: Path) -
             assert scraped[("mlsched_heartbeat_handling_seconds_count", ())] > 0
             assert 0 < scraped[("mlsched_model_error_samples", ())] == status.model_error_samples
             assert ("mlsched_revenue", ()) in scraped
+            _described(ctl, "ring", capsys)
             _replays_the_same(tmp_path / "state.db")
     finally:
         ctl.stop()
+
+
+def _described(ctl: Controller, job_id: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``mlsched describe`` tells a finished job's story as the store has it."""
+    capsys.readouterr()
+    assert main(["describe", job_id, "-o", "json", "--controller", ctl.address]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"]["state"] == "done" and doc["owner"] == "admin"
+    assert doc["spec"]["job_id"] == job_id and doc["run"]["generations"] >= 1
+    assert doc["measurements_total"] == len(ctl.store.measurements(job_id)) > 0
+    assert doc["decisions"][0]["admitted"] and doc["allocations"]
+    assert doc["progress"][-1]["finished"] and doc["audit"][0]["action"] == "submit"
+    assert main(["describe", job_id, "--limit", "1", "--controller", ctl.address]) == 0
+    text = capsys.readouterr().out
+    assert f"Job:        {job_id}" in text and "Owner:      admin" in text
+    assert "finished" in text and "s/it (model" in text
+    assert main(["describe", "nope", "--controller", ctl.address]) == 2
 
 
 def _replays_the_same(db: Path) -> None:
@@ -236,9 +257,26 @@ def test_cli_submit_status_cancel(tmp_path: Path, capsys: pytest.CaptureFixture[
         spec.write_text(yaml.safe_dump({"jobs": [mlp_job("x"), mlp_job("y")]}))
         assert main(["submit", str(spec), "--controller", ctl.address]) == 0
         assert "submitted x" in capsys.readouterr().out
+        assert main(["submit", str(spec), "--dry-run", "--controller", ctl.address]) == 2
+        assert "job_id" in capsys.readouterr().err  # x and y are taken: checked, not stored
+        spec2 = tmp_path / "more.yaml"
+        spec2.write_text(yaml.safe_dump([mlp_job("w")]))
+        assert main(["submit", str(spec2), "--dry-run", "--controller", ctl.address]) == 0
+        assert "valid (dry run, not submitted) w" in capsys.readouterr().out
+        assert [j.job_id for j in ctl.jobs()] == ["x", "y"]  # nothing stored
         assert main(["status", "--controller", ctl.address]) == 0
         out = capsys.readouterr().out
         assert "x" in out and "pending" in out
+        assert main(["status", "-o", "wide", "--controller", ctl.address]) == 0
+        wide = capsys.readouterr().out.splitlines()
+        header = next(line for line in wide if "arrival" in line)
+        assert "utility" in header and "owner" in header
+        assert main(["status", "-o", "yaml", "--controller", ctl.address]) == 0
+        assert [j["jobId"] for j in yaml.safe_load(capsys.readouterr().out)["jobs"]] == ["x", "y"]
+        argv = ["status", "x", "-o", "json", "--watch", "0.1", "--count", "3"]
+        assert main([*argv, "--controller", ctl.address]) == 0
+        views = capsys.readouterr().out.splitlines()  # one JSON document a line, per view
+        assert [json.loads(v)["jobId"] for v in views] == ["x"] * 3
         assert main(["cancel", "x", "--controller", ctl.address]) == 0
         assert "cancel" in capsys.readouterr().out
         assert main(["cancel", "nope", "--controller", ctl.address]) == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mlsched.cli_parser import key_values
+from mlsched.cli_parser import key_values, positive_float, positive_int
 from mlsched.core.errors import SpecError
 from mlsched.core.server_gc import tune_for_serving
 from mlsched.net.certs_cli import add_certs_parser
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 CLUSTER_COMMANDS = (
     "controller", "submit", "status", "cancel", "logs", "agent-token", "certs", "context",
-    "user", "whoami", "audit",
+    "user", "whoami", "audit", "describe",
 )  # fmt: skip
 
 
@@ -153,6 +153,11 @@ def add_cluster_parsers(sub: Any) -> None:
     )
     p.add_argument("file", help="job specs: a list, or {jobs: [...]}; '-' reads stdin")
     p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="the controller validates the document (fields, ids, your quotas) and stores nothing",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="wait until each job is decided and show its quote and the user's answer",
@@ -167,8 +172,37 @@ def add_cluster_parsers(sub: Any) -> None:
 
     p = sub.add_parser("status", help="jobs, agents, allocations, progress and model error")
     p.add_argument("job", nargs="?", help="one job's status (default: everything)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
+        help="table; wide: also arrival, admission, completion, utility, checkpoint; json, "
+        "yaml: every field",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="the same as -o json")
     p.add_argument("--user", default=None, help="only this user's jobs")
+    p.add_argument(
+        "-w", "--watch", type=positive_float, nargs="?", const=2.0, default=None,
+        metavar="SECONDS", help="refresh every SECONDS (2 when not given) until Ctrl-C",
+    )  # fmt: skip
+    p.add_argument(
+        "--count", type=positive_int, default=None, metavar="N",
+        help="with --watch: stop after N views",
+    )  # fmt: skip
+    _client_args(p)
+
+    p = sub.add_parser(
+        "describe",
+        help="one job in full: spec, owner, decisions per slot, generations, measurements",
+        description="Print one job's whole story from the controller's state: what was "
+        "submitted and by whom, each slot's decision, allocations, progress and "
+        "measurements (the newest --limit of each), its generations and failures, and its "
+        "audit rows.",
+    )
+    p.add_argument("job")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument(
+        "--limit", type=positive_int, default=50, metavar="N",
+        help="the newest N rows of each history (at most 1000)",
+    )  # fmt: skip
     _client_args(p)
 
     p = sub.add_parser(
@@ -267,8 +301,10 @@ def run_cluster_command(args: argparse.Namespace) -> int:
     try:
         if args.command == "submit":
             return _submit(stub, args)
-        if args.command == "status":
-            return _status(stub, args)
+        if args.command in ("status", "describe"):
+            from mlsched.controller.status_client import run_describe, run_status
+
+            return (run_status if args.command == "status" else run_describe)(stub, args)
         if args.command == "logs":
             from mlsched.controller.log_client import run_logs
 
@@ -376,10 +412,11 @@ def _submit(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
             raise SpecError("file", args.file, f"a readable job file ({err.strerror})") from None
     # Checked here as well as by the controller: a clear local error beats a gRPC size refusal.
     document = decode(raw, where=args.file)
-    resp = stub.SubmitJobs(jobs_pb2.SubmitJobsRequest(document=document), timeout=args.timeout)
+    request = jobs_pb2.SubmitJobsRequest(document=document, dry_run=args.dry_run)
+    resp = stub.SubmitJobs(request, timeout=args.timeout)
     for job_id in resp.job_ids:
-        print(f"submitted {job_id}")
-    if not args.wait:
+        print(f"{'valid (dry run, not submitted)' if resp.dry_run else 'submitted'} {job_id}")
+    if resp.dry_run or not args.wait:
         return 0
     return _wait_decided(stub, list(resp.job_ids), args)
 
@@ -424,39 +461,4 @@ def _cancel(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int
 
     resp = stub.CancelJob(jobs_pb2.CancelJobRequest(job_id=args.job), timeout=args.timeout)
     print(f"{resp.job.job_id}: {resp.job.state} ({resp.job.reason})")
-    return 0
-
-
-def _status(stub: jobs_pb2_grpc.JobServiceStub, args: argparse.Namespace) -> int:
-    from google.protobuf import json_format
-
-    from mlsched.controller.serde import cluster_status_from_proto, job_status_from_proto
-    from mlsched.controller.tables import cluster_summary, job_table
-    from mlsched.v1 import jobs_pb2
-
-    if args.job:
-        job = stub.GetJob(jobs_pb2.GetJobRequest(job_id=args.job), timeout=args.timeout).job
-        if args.json:
-            print(json_format.MessageToJson(job))
-        else:
-            print(job_table([job_status_from_proto(job)]))
-        return 0
-    cluster = stub.GetClusterStatus(jobs_pb2.GetClusterStatusRequest(), timeout=args.timeout)
-    jobs = stub.ListJobs(jobs_pb2.ListJobsRequest(user=args.user or ""), timeout=args.timeout).jobs
-    if args.json:
-        import json
-
-        print(
-            json.dumps(
-                {
-                    "cluster": json_format.MessageToDict(cluster),
-                    "jobs": [json_format.MessageToDict(j) for j in jobs],
-                },
-                indent=2,
-            )
-        )
-        return 0
-    print(cluster_summary(cluster_status_from_proto(cluster)))
-    print()
-    print(job_table([job_status_from_proto(j) for j in jobs]))
     return 0

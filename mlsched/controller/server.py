@@ -495,9 +495,10 @@ class Controller:
             **quote_fields(record),
         )
 
-    def submit(self, document: str, user: User = ADMIN) -> list[str]:
+    def submit(self, document: str, user: User = ADMIN, *, dry_run: bool = False) -> list[str]:
         """Admit the jobs of ``document`` for ``user``: validated whole, within the user's
-        quotas, stored with their owner. A refusal is audited and raised."""
+        quotas, stored with their owner. A refusal is audited and raised. ``dry_run``: the
+        same checks, nothing stored or audited."""
         try:
             jobs = parse_jobs(
                 document, data_root=self.executor.settings.data_root, parser=self._parser
@@ -511,6 +512,8 @@ class Controller:
                     if s.spec is not None and s.status.state not in FINAL_STATES
                 ]  # fmt: skip
                 self.tenancy.check_quota(user, jobs, unfinished)
+                if dry_run:
+                    return [j.job_id for j in jobs]
                 now = time.time()
                 with self.store.transaction():
                     for job in jobs:
@@ -523,7 +526,8 @@ class Controller:
                     self._submissions.put(job)
                 self._list_epoch += 1
         except (MlschedError, ValueError) as err:
-            self.tenancy.record(user, "submit", "", "refused", str(err))
+            if not dry_run:
+                self.tenancy.record(user, "submit", "", "refused", str(err))
             raise
         log.info("[controller] %s submitted %s", user.name,
                  shorten(", ".join(j.job_id for j in jobs), 500))  # fmt: skip

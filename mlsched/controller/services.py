@@ -10,6 +10,7 @@ large reply.
 
 from __future__ import annotations
 
+import json
 from concurrent import futures
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from mlsched.controller import serde
+from mlsched.controller.describe import describe_job
 from mlsched.controller.logs import LogError, TaskLogs
 from mlsched.controller.probes import ProbeBusy
 from mlsched.controller.tenancy import QuotaError
@@ -181,8 +183,8 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         self, request: jobs_pb2.SubmitJobsRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.SubmitJobsResponse:
         try:
-            ids = self.ctl.submit(request.document, self._user(context))
-            return jobs_pb2.SubmitJobsResponse(job_ids=ids)
+            ids = self.ctl.submit(request.document, self._user(context), dry_run=request.dry_run)
+            return jobs_pb2.SubmitJobsResponse(job_ids=ids, dry_run=request.dry_run)
         except MlschedError as err:
             _abort(context, err)
             raise
@@ -215,6 +217,22 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         except (KeyError, MlschedError, PermissionError) as err:
             _abort(context, err)
             raise
+
+    def DescribeJob(
+        self, request: jobs_pb2.DescribeJobRequest, context: grpc.ServicerContext
+    ) -> jobs_pb2.DescribeJobResponse:
+        try:
+            status = self.ctl.job(request.job_id)
+            detail = describe_job(
+                self.ctl.store, self.ctl.tenancy, request.job_id, request.limit or 50
+            )
+        except KeyError as err:
+            _abort(context, err)
+            raise
+        return jobs_pb2.DescribeJobResponse(
+            job=serde.job_status_to_proto(status),
+            detail_json=json.dumps(detail, default=str),
+        )
 
     def WhoAmI(
         self, request: jobs_pb2.WhoAmIRequest, context: grpc.ServicerContext

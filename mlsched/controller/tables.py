@@ -49,7 +49,33 @@ def cluster_summary(c: ClusterStatus) -> str:
     return "\n".join(lines)
 
 
-def job_table(jobs: Sequence[JobStatus]) -> str:
+def job_table(jobs: Sequence[JobStatus], *, wide: bool = False) -> str:
+    """One row per job (``wide``: also its arrival, admission and completion slots, utility
+    and checkpoint step)."""
+    if wide:
+        return _wide_table(jobs)
+    return _table(jobs)
+
+
+def _wide_table(jobs: Sequence[JobStatus]) -> str:
+    base = _table(jobs).splitlines()
+    head = f"{'arrival':>7} {'admit':>6} {'complete':>8} {'utility':>9} {'ckpt':>7}  "
+    out = [head + base[0], "-" * (len(head) + len(base[0]))]
+    rows = iter(base[2:])
+    for j, line in zip(jobs, rows, strict=False):
+        admitted = str(j.admitted_slot) if j.admitted else "-"
+        done = str(j.completion_slot) if j.completion_slot >= 0 else "-"
+        out.append(f"{j.arrival_slot:>7} {admitted:>6} {done:>8} {j.utility:>9.4g} "
+                   f"{j.checkpoint_step:>7}  {line}")  # fmt: skip
+        if j.reason and j.state in _REASONED:
+            out.append(" " * len(head) + next(rows, ""))
+    return "\n".join(out)
+
+
+_REASONED = ("rejected", "failed", "cancelled", "paused", "re-placing")
+
+
+def _table(jobs: Sequence[JobStatus]) -> str:
     head = (
         f"{'job':<14} {'owner':<10} {'launch':<8} {'state':<10} {'admitted':<8} {'price':>9} {'paid':>9} "
         f"{'answer':<8} "
@@ -73,6 +99,6 @@ def job_table(jobs: Sequence[JobStatus]) -> str:
             f"{j.iterations:>6} {j.restarts:>8} {j.failed_generations:>5} {j.lost_steps:>6} "
             f"{pred:>9} {meas:>9}  {where}"
         )
-        if j.reason and j.state in ("rejected", "failed", "cancelled", "paused", "re-placing"):
+        if j.reason and j.state in _REASONED:
             rows.append(f"{'':<14} {j.reason}")
     return "\n".join(rows)

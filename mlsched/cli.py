@@ -27,7 +27,9 @@ from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_config import Config
 from mlsched.cli_demo import run_cluster_demo
 from mlsched.cli_parser import (
+    ENVIRONMENT_EPILOG,
     EnvDefault,
+    EpilogHelpFormatter,
     Parser,
     VersionAction,
     add_executor_option,
@@ -103,7 +105,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 def get_args_parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="mlsched", description="Online scheduling of distributed deep-learning jobs."
+        prog="mlsched",
+        description="Online scheduling of distributed deep-learning jobs.",
+        epilog=ENVIRONMENT_EPILOG,
+        formatter_class=EpilogHelpFormatter,
     )
     parser.add_argument("--version", action=VersionAction)
     parser.add_argument(

@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "ENVIRONMENT",
+    "ENVIRONMENT_EPILOG",
     "EnvDefault",
+    "EpilogHelpFormatter",
     "HelpFormatter",
     "Parser",
     "StoreOnce",
@@ -115,6 +118,32 @@ class HelpFormatter(argparse.HelpFormatter):
         ):
             return text
         return f"{text} (default: %(default)s)"
+
+
+class EpilogHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """:class:`HelpFormatter` that keeps the description's and epilog's lines as written."""
+
+
+#: Every environment variable mlsched reads, for ``mlsched --help`` (a test keeps it whole).
+ENVIRONMENT = (
+    ("MLSCHED_CONTROLLER", "HOST:PORT of the controller (client commands, the agent)"),
+    ("MLSCHED_TOKEN", "the user token (on an agent's machine: its credential)"),
+    ("MLSCHED_TOKEN_FILE", "a file whose first line is that token"),
+    ("MLSCHED_TLS_CA", "the CA to trust (TLS)"),
+    ("MLSCHED_TLS_CERT", "the client's certificate (mutual TLS)"),
+    ("MLSCHED_TLS_KEY", "the client's private key (mutual TLS)"),
+    ("MLSCHED_CONTEXT", "the context to use (mlsched context list)"),
+    ("MLSCHED_CONFIG", "the client configuration file (default ~/.config/mlsched/config.yaml)"),
+    ("MLSCHED_LOG_LEVEL", "debug, info, warning or error (--log-level)"),
+    ("MLSCHED_SEED", "--seed of simulate and demo"),
+    ("MLSCHED_WORKERS", "worker processes of an experiment's pool (1: in this process)"),
+    ("MLSCHED_EXECUTOR", "local or ray[:ADDRESS]: where an experiment's runs go (--executor)"),
+    ("MLSCHED_RUN_CACHE", "a directory where experiments share simulated runs"),
+    ("MLSCHED_CLUSTER_STATE", "the emulated cluster's state file (mlsched cluster)"),
+)
+ENVIRONMENT_EPILOG = "environment (a flag given wins over its variable):\n" + "\n".join(
+    f"  {name:<22} {what}" for name, what in ENVIRONMENT
+)
 
 
 class Parser(argparse.ArgumentParser):

@@ -359,3 +359,20 @@ def test_progress_is_off_in_ci(monkeypatch):
 
     monkeypatch.setenv("CI", "1")
     assert cli._progress_enabled() is False
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_help(capsys):
+    """A variable added to the code without a line in ``mlsched --help`` fails here."""
+    from mlsched.cli_parser import ENVIRONMENT
+
+    root = Path(__file__).resolve().parent.parent / "mlsched"
+    used = {
+        name
+        for path in root.rglob("*.py")
+        for name in re.findall(r"MLSCHED_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8"))
+    }
+    listed = {name for name, _ in ENVIRONMENT}
+    assert used <= listed, sorted(used - listed)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in listed)

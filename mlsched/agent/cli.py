@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -32,8 +33,25 @@ def add_agent_args(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser, default_controller=None, ca_help="CA certificate (PEM): use TLS")
     parser.add_argument("--name", default=None, help="agent name (default: host name)")
     parser.add_argument("--host", default=None, help="address peers reach this machine at")
-    parser.add_argument("--gpus", type=int, default=None, help="declared GPU count")
-    parser.add_argument("--gpu-type", default=None, help="declared GPU type, e.g. V100")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="the GPUs to use: a count N (the first N; more than there are: stand-ins on a "
+        "CPU machine) or NVML indices, e.g. 0,2 (default: all, within an inherited "
+        "CUDA_VISIBLE_DEVICES)",
+    )
+    parser.add_argument(
+        "--gpu-uuids",
+        default=None,
+        metavar="UUID,...",
+        help="the GPUs to use by UUID: GPU-... for a whole GPU, MIG-... for a MIG instance "
+        "(nvidia-smi -L lists them)",
+    )
+    parser.add_argument(
+        "--gpu-type",
+        default=None,
+        help="the GPU type to declare, e.g. V100 (default: the GPUs' model from NVML)",
+    )
     parser.add_argument("--cpus", type=float, default=None, help="declared CPU cores")
     parser.add_argument("--mem-gb", type=float, default=None, help="declared memory (GB)")
     parser.add_argument("--nic-gbps", type=float, default=None, help="declared NIC speed")
@@ -92,6 +110,7 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
     # Imported here, not at the top: building the parser (mlsched --help) needs none of it.
     from mlsched.agent.daemon import Agent
     from mlsched.agent.discovery import discover
+    from mlsched.agent.gpus import parse_gpus
     from mlsched.net.auth import ClientAuth, client_channel
     from mlsched.trainers.cpu_share import DeviceSlices, cpu_control
 
@@ -99,7 +118,9 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
     host, sep, port = args.controller.rpartition(":")
     _check(bool(sep and host and port.isdigit()), "--controller", args.controller, "HOST:PORT")
     ports = parse_ports(args.ports)
-    _check(args.gpus is None or args.gpus >= 0, "--gpus", args.gpus, "an integer >= 0")
+    gpus = parse_gpus(args.gpus)
+    uuids = [u.strip() for u in args.gpu_uuids.split(",")] if args.gpu_uuids else []
+    _check(all(uuids), "--gpu-uuids", args.gpu_uuids, "UUIDs separated by commas")
     _check(args.cpus is None or args.cpus > 0, "--cpus", args.cpus, "a number > 0")
     _check(args.mem_gb is None or args.mem_gb > 0, "--mem-gb", args.mem_gb, "a number > 0")
     _check(
@@ -132,7 +153,9 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
         controller=args.controller,
         name=args.name,
         host=args.host,
-        gpus=args.gpus,
+        gpus=gpus,
+        gpu_uuids=uuids,
+        inherited=os.environ.get("CUDA_VISIBLE_DEVICES"),  # a launcher's choice for us
         gpu_type=args.gpu_type,
         cpus=args.cpus,
         mem_gb=args.mem_gb,

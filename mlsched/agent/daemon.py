@@ -112,7 +112,11 @@ class Agent:
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
         self._interface = interface_of(node.host)
-        self._telemetry = NodeTelemetry(use_nvml=use_nvml, interface=self._interface)
+        self._telemetry = NodeTelemetry(
+            use_nvml=use_nvml and node.real_gpus,  # stand-ins: the machine's GPUs are not ours
+            interface=self._interface,
+            devices=[(g.index, g.uuid) for g in node.gpus],
+        )
         self._running: dict[str, TaskProcess] = {}
         # Stand-in devices: each task in a CPU share of its own, under this agent's group.
         self._slices = None if slices is None else SliceGroups.here(slices, f"tasks-{os.getpid()}")
@@ -348,6 +352,7 @@ class Agent:
             order,
             workdir=self.workdir,
             real_gpus=self.node.real_gpus,
+            devices=tuple(g.visible_as for g in self.node.gpus),
             warmup=self.warmup,
             checkpoint_root=self.node.checkpoint_root,
             interface=self._interface,

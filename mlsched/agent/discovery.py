@@ -11,14 +11,16 @@ import contextlib
 import ipaddress
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
 import psutil
 
+from mlsched.agent.gpus import Device, nvml_devices, select
+from mlsched.core.errors import SpecError
 from mlsched.net.auth import is_loopback
 from mlsched.net.ports import DEFAULT_PORTS
-from mlsched.trainers.telemetry import gpu_inventory
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -38,9 +40,18 @@ _VIRTUAL_PREFIXES = ("lo", "docker", "veth", "br-", "virbr", "cni", "flannel", "
 
 @dataclass(frozen=True)
 class GpuInfo:
-    index: int
-    type: str
+    """One of the agent's GPUs (the controller's position i is the i-th of them)."""
+
+    index: int  # NVML index (a MIG instance: its GPU's); a stand-in's position
+    type: str  # the model, e.g. V100 (the agent's --gpu-type for a stand-in)
     memory_bytes: int = 0
+    uuid: str = ""  # GPU-... or MIG-... ("" for a stand-in)
+    name: str = ""  # NVML's full name
+
+    @property
+    def visible_as(self) -> str:
+        """What a task's ``CUDA_VISIBLE_DEVICES`` names it by: its UUID, else its index."""
+        return self.uuid or str(self.index)
 
 
 @dataclass(frozen=True)
@@ -144,12 +155,40 @@ def _version() -> str:
         return ""
 
 
+def _devices() -> list[Device]:
+    """The machine's devices as NVML lists them (none without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return nvml_devices(pynvml)
+    except Exception:  # NVMLError_LibraryNotFound, driver missing, no module
+        return []
+
+
+def _one_model(chosen: Sequence[GpuInfo]) -> str:
+    """The model of ``chosen`` GPUs; a SpecError when they are of several (the controller
+    plans with one GPU type per agent)."""
+    models = sorted({g.type for g in chosen})
+    if len(models) > 1:
+        by_model = "; ".join(
+            f"{m}: {','.join(str(g.index) for g in chosen if g.type == m)}" for m in models
+        )
+        raise SpecError(
+            "--gpus", f"GPUs of {len(models)} models ({by_model})",
+            "GPUs of one model: run one agent per model (--gpus with its indices, or "
+            "--gpu-uuids), or declare --gpu-type",
+        )  # fmt: skip
+    return models[0] if models else ""
+
+
 def discover(
     *,
     controller: str = "127.0.0.1:0",
     name: str | None = None,
     host: str | None = None,
-    gpus: int | None = None,
+    gpus: int | tuple[int, ...] | None = None,
+    gpu_uuids: Sequence[str] = (),
     gpu_type: str | None = None,
     cpus: float | None = None,
     mem_gb: float | None = None,
@@ -159,21 +198,29 @@ def discover(
     ports: tuple[int, int] = DEFAULT_PORTS,
     checkpoint_root: str = "",
     use_nvml: bool = True,
+    inherited: str | None = None,
 ) -> NodeInfo:
-    """This machine's resources; every keyword given overrides what was discovered."""
+    """This machine's resources; every keyword given overrides what was discovered.
+
+    GPUs (:mod:`mlsched.agent.gpus`): all NVML lists, those at ``gpus`` (a count, or NVML
+    indices) or with ``gpu_uuids``, among those the inherited ``CUDA_VISIBLE_DEVICES``
+    leaves (``inherited``: the agent command passes its own). A count larger than there are GPUs
+    declares stand-ins (a CPU machine playing a GPU server)."""
     name = name or socket.gethostname()
-    found = gpu_inventory() if use_nvml else []
-    real = [
-        GpuInfo(int(g["index"]), gpu_type or gpu_type_of(str(g["name"])), int(g["memory_bytes"]))
-        for g in found
-    ]
-    if gpus is None:
-        chosen, real_gpus = tuple(real), bool(real)
-    elif gpus <= len(real):
-        chosen, real_gpus = tuple(real[:gpus]), gpus > 0
-    else:  # more GPUs declared than exist: all of them are stand-ins
-        chosen, real_gpus = tuple(GpuInfo(i, gpu_type or "") for i in range(gpus)), False
-    kind = gpu_type or (chosen[0].type if chosen else "")
+    devices = _devices() if use_nvml else []
+    cvd = inherited
+    if isinstance(gpus, int) and not gpu_uuids and gpus > len(select(devices, inherited=cvd)):
+        # More GPUs declared than this machine shows: all of them are stand-ins.
+        chosen = tuple(GpuInfo(i, gpu_type or "") for i in range(gpus))
+        real_gpus = False
+    else:
+        picked = select(devices, gpus=gpus, uuids=gpu_uuids, inherited=cvd)
+        chosen = tuple(
+            GpuInfo(d.index, gpu_type or gpu_type_of(d.name), d.memory_bytes, d.uuid, d.name)
+            for d in picked
+        )
+        real_gpus = bool(chosen)
+    kind = gpu_type or _one_model(chosen)
     return NodeInfo(
         name=name,
         host=host or advertised_host(name, controller),

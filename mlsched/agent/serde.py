@@ -13,7 +13,7 @@ from mlsched.agent.discovery import NodeInfo
 from mlsched.agent.orders import MAX_TASK_ID_LEN, TaskOrder, local_plan
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
-from mlsched.core.reports import GpuTelemetry, TaskReport, TaskState, Telemetry
+from mlsched.core.reports import GPU_COUNTERS, GpuTelemetry, TaskReport, TaskState, Telemetry
 from mlsched.core.task_logs import MAX_LOG_REQUESTS, LogChunk, LogRequest
 from mlsched.core.tasks import TaskPlan
 from mlsched.net.task_wire import task_from_proto
@@ -43,7 +43,9 @@ def to_register_request(node: NodeInfo) -> agent_pb2.RegisterRequest:
         host=node.host,
         capacity=common_pb2.Resources(amounts=node.resources()),
         gpus=[
-            common_pb2.Gpu(index=g.index, type=g.type, memory_bytes=g.memory_bytes)
+            common_pb2.Gpu(
+                index=g.index, type=g.type, memory_bytes=g.memory_bytes, uuid=g.uuid, name=g.name
+            )
             for g in node.gpus
         ],
         nic_gbps=node.nic_gbps,
@@ -77,15 +79,8 @@ def report_to_proto(report: TaskReport) -> agent_pb2.TaskStatus:
 
 
 def _gpu_to_proto(gpu: GpuTelemetry) -> agent_pb2.GpuTelemetry:
-    msg = agent_pb2.GpuTelemetry(index=gpu.index)
-    for name in (
-        "util_percent",
-        "mem_used_bytes",
-        "pcie_tx_kbps",
-        "pcie_rx_kbps",
-        "nvlink_tx_kbps",
-        "nvlink_rx_kbps",
-    ):
+    msg = agent_pb2.GpuTelemetry(index=gpu.index, uuid=gpu.uuid)
+    for name in GPU_COUNTERS:
         value = getattr(gpu, name)
         if value is not None:  # absent stays absent: never a stand-in zero
             setattr(msg, name, value)
@@ -103,6 +98,8 @@ def telemetry_to_proto(t: Telemetry) -> agent_pb2.Telemetry:
     )
     if t.net_sent_bytes is not None and t.net_recv_bytes is not None:
         msg.net_sent_bytes, msg.net_recv_bytes = t.net_sent_bytes, t.net_recv_bytes
+    if t.ib_sent_bytes is not None and t.ib_recv_bytes is not None:
+        msg.ib_sent_bytes, msg.ib_recv_bytes = t.ib_sent_bytes, t.ib_recv_bytes
     return msg
 
 

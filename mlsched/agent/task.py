@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -54,6 +55,33 @@ def _last_line(path: Path, limit: int = 4096) -> str:
     return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
+def task_env(
+    base: Mapping[str, str],
+    threads: int,
+    interface: str | None,
+    cuda: bool,
+    devices: Sequence[str],
+    positions: Sequence[int],
+) -> dict[str, str]:
+    """A task's environment: ``base`` (the agent's) with its thread count, the interface
+    Gloo and NCCL bind their sockets to (the agent's ``--host`` address: traffic stays on
+    the network the cluster was set up on), and on a GPU its devices by UUID in PCI bus
+    order. An ``NCCL_SOCKET_IFNAME`` the agent was started with is kept (an operator's
+    choice, docs/deploy.md). IndexError: a position this agent has no GPU at."""
+    env = {**base, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    if interface:
+        env["GLOO_SOCKET_IFNAME"] = interface
+        env.setdefault("NCCL_SOCKET_IFNAME", interface)  # the operator's own setting wins
+    if cuda:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env["CUDA_VISIBLE_DEVICES"] = (
+            ",".join(devices[p] for p in positions)
+            if devices
+            else ",".join(str(p) for p in positions)
+        )
+    return env
+
+
 class TaskProcess:
     """The process behind one :class:`TaskOrder`; call :meth:`start` once."""
 
@@ -63,6 +91,7 @@ class TaskProcess:
         *,
         workdir: str | Path,
         real_gpus: bool = False,
+        devices: tuple[str, ...] = (),
         warmup: int = 2,
         checkpoint_root: str = "",
         interface: str | None = None,
@@ -72,6 +101,7 @@ class TaskProcess:
         self.task_id = order.task_id
         self.lease_expires_unix = order.lease_expires_unix
         self.real_gpus = real_gpus
+        self.devices = devices  # by the controller's GPU position: UUIDs (or indices)
         self.checkpoint_root = checkpoint_root
         self.interface = interface  # Gloo binds the agent's --host address only
         self.slices = slices  # stand-in devices: the task's own CPU share
@@ -118,11 +148,12 @@ class TaskProcess:
             return self._fail(f"invalid task spec: {err}")
         except Exception as err:  # a spec no validation anticipated
             return self._fail(f"invalid task spec: {type(err).__name__}: {str(err)[:200]}")
-        env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads), "PYTHONUNBUFFERED": "1"}
-        if self.interface:
-            env["GLOO_SOCKET_IFNAME"] = self.interface
-        if cfg.device == "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in plan.gpu_indices)
+        try:
+            env = task_env(os.environ, cfg.threads, self.interface, cfg.device == "cuda",
+                           self.devices, plan.gpu_indices)  # fmt: skip
+        except IndexError:
+            return self._fail(f"GPU positions {list(plan.gpu_indices)}: this agent has "
+                              f"{len(self.devices)} GPUs")  # fmt: skip
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # A task id seen by an earlier agent run: measure only this run's lines.

@@ -36,6 +36,7 @@ class AgentInfo:
     port_lo: int = 29500
     port_hi: int = 29999
     version: str = ""
+    gpus: list[dict[str, Any]] = field(default_factory=list)  # index, uuid, model, memory_bytes
     seq: int = 0
     alive: bool = True
     returning: bool = False  # known before a controller restart, not registered again yet
@@ -56,6 +57,7 @@ class AgentInfo:
             "port_lo": self.port_lo,
             "port_hi": self.port_hi,
             "version": self.version,
+            "gpus": self.gpus,
         }
 
     @classmethod

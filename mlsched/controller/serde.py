@@ -22,6 +22,7 @@ from mlsched.core.fields import check_number
 from mlsched.core.ids import check_id, check_text
 from mlsched.core.limits import MAX_RESOURCE, Bound
 from mlsched.core.reports import (
+    GPU_COUNTERS,
     GpuTelemetry,
     Heartbeat,
     TaskMeasurement,
@@ -102,23 +103,16 @@ def telemetry_from_proto(msg: agent_pb2.Telemetry) -> Telemetry:
         gpus=tuple(
             GpuTelemetry(
                 index=g.index,
-                **{
-                    name: _present(g, name)
-                    for name in (
-                        "util_percent",
-                        "mem_used_bytes",
-                        "pcie_tx_kbps",
-                        "pcie_rx_kbps",
-                        "nvlink_tx_kbps",
-                        "nvlink_rx_kbps",
-                    )
-                },
+                uuid=g.uuid[:96],
+                **{name: _present(g, name) for name in GPU_COUNTERS},
             )
-            for g in msg.gpus
+            for g in msg.gpus[:MAX_GPUS]
         ),
         nvml=msg.nvml,
         net_interface=msg.net_interface,
         sampled_unix=msg.sampled_unix,
+        ib_sent_bytes=_present(msg, "ib_sent_bytes"),
+        ib_recv_bytes=_present(msg, "ib_recv_bytes"),
     )
 
 
@@ -152,6 +146,17 @@ def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
     lo, hi = (req.port_lo, req.port_hi) if req.port_lo or req.port_hi else (29500, 29999)
     if not 1024 <= lo <= hi <= 65535:
         raise SpecError("port_lo", f"{lo}-{hi}", "a port range within 1024-65535")
+    if len(req.gpus) > MAX_GPUS:
+        raise SpecError("gpus", f"{len(req.gpus)} GPUs", f"at most {MAX_GPUS}")
+    gpus = []
+    for i, g in enumerate(req.gpus):
+        for name, text in (("type", g.type), ("uuid", g.uuid), ("name", g.name)):
+            if text:
+                check_text(text, f"gpus[{i}].{name}", max_len=96)
+        check_number(g.memory_bytes, f"gpus[{i}].memory_bytes", Bound(0, 2**50))
+        gpus.append({"index": g.index, "uuid": g.uuid, "model": g.type,
+                     "memory_bytes": g.memory_bytes})  # fmt: skip
+    # No type declared: the GPUs' model (the agent refuses GPUs of several models).
     gpu_type = req.gpu_type or (req.gpus[0].type if req.gpus else "") or None
     if gpu_type is not None:
         check_text(gpu_type, "gpu_type", max_len=64)
@@ -168,7 +173,12 @@ def agent_info_from_proto(req: agent_pb2.RegisterRequest) -> AgentInfo:
         port_lo=lo,
         port_hi=hi,
         version=req.version,
+        gpus=gpus,
     )
+
+
+#: GPUs (MIG instances included) one registration may list.
+MAX_GPUS = 256
 
 
 def _log_chunk_from_proto(msg: agent_pb2.LogChunk) -> LogChunk:

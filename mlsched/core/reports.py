@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
+    "GPU_COUNTERS",
     "MEASUREMENT_KEYS",
     "REPORT_FORMAT",
     "REPORT_KEYS",
@@ -131,6 +132,22 @@ class GpuTelemetry:
     pcie_rx_kbps: float | None = None
     nvlink_tx_kbps: float | None = None
     nvlink_rx_kbps: float | None = None
+    uuid: str = ""
+    power_w: float | None = None
+    mem_total_bytes: int | None = None
+
+
+#: The optional counters of :class:`GpuTelemetry`, as named on the wire.
+GPU_COUNTERS = (
+    "util_percent",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "power_w",
+    "pcie_tx_kbps",
+    "pcie_rx_kbps",
+    "nvlink_tx_kbps",
+    "nvlink_rx_kbps",
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,8 @@ class Telemetry:
     nvml: bool = False
     net_interface: str = ""
     sampled_unix: float = 0.0
+    ib_sent_bytes: float | None = None  # InfiniBand/RoCE ports together (None: no RDMA device)
+    ib_recv_bytes: float | None = None
 
 
 @dataclass(frozen=True)

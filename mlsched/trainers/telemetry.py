@@ -95,7 +95,7 @@ def _nvlink_kib(nv: Any, handle: Any) -> tuple[float, float] | None:
 
 def gpu_counters(nv: Any, handle: Any) -> dict[str, float]:
     """One GPU's NVML counters, each query on its own: utilisation (%), memory (bytes),
-    PCIe throughput (KB/s, NVML's sample of its last 20 ms) and the cumulative NVLink data
+    power (W), PCIe throughput (KB/s, NVML's sample of its last 20 ms) and the cumulative NVLink data
     counters (KiB over all links). What NVML does not answer is absent from the dict."""
     out: dict[str, float] = {}
     util = _guarded("utilisation", lambda: nv.nvmlDeviceGetUtilizationRates(handle))
@@ -111,6 +111,9 @@ def gpu_counters(nv: Any, handle: Any) -> dict[str, float]:
         kbps = _guarded(key, partial(nv.nvmlDeviceGetPcieThroughput, handle, counter))
         if kbps is not None:
             out[key] = float(kbps)
+    power = _guarded("power", lambda: nv.nvmlDeviceGetPowerUsage(handle))
+    if power is not None:
+        out["power_w"] = float(power) / 1000.0  # NVML answers milliwatts
     nvlink = _nvlink_kib(nv, handle)
     if nvlink is not None:
         out["nvlink_tx_kib"], out["nvlink_rx_kib"] = nvlink

@@ -16,7 +16,7 @@ from cluster_helpers import controller
 
 from mlsched.agent.discovery import discover
 from mlsched.agent.gpus import parse_gpus
-from mlsched.agent.serde import to_register_request, telemetry_to_proto
+from mlsched.agent.serde import telemetry_to_proto, to_register_request
 from mlsched.agent.task import task_env
 from mlsched.agent.telemetry import NodeTelemetry, infiniband_counters
 from mlsched.cli import main

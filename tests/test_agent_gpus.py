@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import pynvml
@@ -33,8 +33,8 @@ class _Machine:
     """pynvml's answers for GPU 0 (V100, GPU-aaa), GPU 1 (A100 in MIG mode: instances in
     slots 0 and 2, slot 1 empty) and GPU 2 (V100, GPU-ccc)."""
 
-    gpus = {0: ("GPU-aaa", V100, 16), 1: ("GPU-bbb", A100, 40), 2: ("GPU-ccc", V100, 16)}
-    migs = {(1, 0): ("MIG-b1", 10), (1, 2): ("MIG-b2", 20)}
+    gpus: ClassVar = {0: ("GPU-aaa", V100, 16), 1: ("GPU-bbb", A100, 40), 2: ("GPU-ccc", V100, 16)}
+    migs: ClassVar = {(1, 0): ("MIG-b1", 10), (1, 2): ("MIG-b2", 20)}
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         def handle_of_uuid(uuid: str) -> Any:

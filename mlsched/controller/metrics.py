@@ -1,10 +1,12 @@
 """The controller's Prometheus endpoint (``mlsched controller --metrics-listen HOST:PORT``).
 
 Served over plain HTTP by ``prometheus_client`` from a registry of the controller's own (no
-process-wide state), at ``/metrics`` in the text format. What it holds is counts and
-timings, never job ids, specs or tokens: jobs by state, agents alive, slot and decision
-durations, the runtime model's error, heartbeat handling time and age, revenue. Gauges are
-read from the controller when scraped; durations are histograms observed as they happen.
+process-wide state), at ``/metrics`` in the text format: jobs by state, agents alive, slot
+and decision durations, the runtime model's error, heartbeat handling time and age, revenue;
+and (:mod:`.metrics_cluster`) the agents' CPU, memory, network and GPU telemetry, GPUs
+allocated and idle, and each unfinished job's speed and model error, by job id. Never specs,
+owners, tokens or logs. Gauges are read from the controller when scraped; durations are
+histograms observed as they happen. ``deploy/grafana/mlsched.json`` charts them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from mlsched.controller.metrics_cluster import ClusterCollector
 from mlsched.core.allocation import JobState
 
 if TYPE_CHECKING:
@@ -82,6 +85,7 @@ class ControllerMetrics:
     def __init__(self, ctl: ControllerFacade) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_State(ctl))
+        self.registry.register(ClusterCollector(ctl))
         self.slot_seconds = Histogram(
             "mlsched_slot_duration_seconds",
             "Wall time of a slot (the engine's step, training included)",

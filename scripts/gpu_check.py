@@ -7,9 +7,10 @@ Three parts, each reported even when another fails:
 2. Trainers: one short CUDA run of each trainer kind (PS async, PS sync, DDP under torchrun
    over NCCL, Horovod where it imports) on ResNet-20, and VGG-11 under DDP, with the measured
    iteration times.
-3. Testbed: a controller and one agent on loopback, the agent discovering the GPUs by NVML
-   (no stand-ins), two CUDA jobs trained to done; the job table and the GPU telemetry the
-   controller received.
+3. Testbed: a controller and one agent on loopback, the agent taking one GPU by NVML
+   (``--gpus 1``, no stand-ins, its model from NVML), two CUDA jobs trained to done;
+   ``mlsched status`` (measured iteration times, the GPU's readings) and the GPU telemetry
+   the controller received.
 
     python scripts/gpu_check.py --out DIR      # (scripts/gpu_check.sh sets the paths up)
 
@@ -185,11 +186,12 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
             task_timeout_s=120.0,
         )
     ).start()
-    # The demo's agent command without its stand-in GPUs: this agent discovers them by NVML.
+    # The demo's agent command; on a GPU machine with one real GPU (--gpus 1: the first NVML
+    # lists) and no declared type: the model comes from NVML.
     cmd = agent_command(ctl.address, "gpu-agent", work, free_port_range())
     if device == "cuda":
         cut = cmd.index("--gpus")
-        cmd = cmd[:cut] + cmd[cut + 4 :]
+        cmd = [*cmd[:cut], "--gpus", "1", *cmd[cut + 4 :]]
         i = cmd.index("--cpus")
         cmd[i + 1], cmd[i + 3] = "8", "32"  # --cpus 8 --mem-gb 32
     log_file = open(work / "agent.log", "wb")  # noqa: SIM115 (closed below)
@@ -206,7 +208,13 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
                         {
                             "t": round(time.monotonic() - (end - deadline_s), 1),
                             "gpus": [
-                                {"index": g.index, "util": g.util_percent, "mem": g.mem_used_bytes}
+                                {
+                                    "index": g.index,
+                                    "uuid": g.uuid,
+                                    "util": g.util_percent,
+                                    "mem": g.mem_used_bytes,
+                                    "power": g.power_w,
+                                }
                                 for g in t.gpus
                             ],
                         }
@@ -218,9 +226,7 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
                 break
             time.sleep(1.0)
         statuses = ctl.jobs()
-        from mlsched.controller.tables import job_table
-
-        table = job_table(statuses)
+        table = _status_command(ctl.address)
         agents = [
             {
                 "agent_id": a.agent_id,
@@ -254,6 +260,9 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
                 (g["util"] or 0.0 for s in seen_gpu for g in s["gpus"]), default=None
             ),
             "gpu_mem_max": max((g["mem"] or 0 for s in seen_gpu for g in s["gpus"]), default=None),
+            "gpu_power_max": max(
+                (g["power"] or 0.0 for s in seen_gpu for g in s["gpus"]), default=None
+            ),
         }
     finally:
         ctl.stop(stop_tasks=True)
@@ -264,6 +273,15 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
         except subprocess.TimeoutExpired:
             agent.kill()
         log_file.close()
+
+
+def _status_command(address: str) -> str:
+    """What ``mlsched status`` prints (jobs, and the agent's GPU readings), run as a user does."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mlsched", "status", "--controller", address],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return done.stdout + done.stderr
 
 
 def _part(report: dict[str, Any], name: str, run: Callable[[], Any], out: Path) -> None:
@@ -324,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  testbed: all done {tb['all_done']}; GPU telemetry samples "
             f"{tb['gpu_telemetry_samples']}, max util {tb['gpu_util_max']} %, "
-            f"max mem {tb['gpu_mem_max']} B; model error {tb['model_error_mean_abs']:.3f}"
+            f"max mem {tb['gpu_mem_max']} B, max power {tb['gpu_power_max']} W; "
+            f"model error {tb['model_error_mean_abs']:.3f}"
         )
     failed = [k for k in ("nvml", "trainers", "testbed") if not report[k]["ok"]]
     trainer_rows = report["trainers"].get("result") or []

@@ -16,6 +16,7 @@ import yaml
 from cluster_helpers import agents, controller, mlp_job, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
+from mlsched.cli import main
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -69,7 +70,9 @@ def _gpu_heartbeats(address: str, stop: threading.Event) -> None:
         stop.wait(0.3)
 
 
-def test_every_panel_queries_metrics_a_running_controller_exports(tmp_path: Path) -> None:
+def test_every_panel_queries_metrics_a_running_controller_exports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     targets = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
     assert len(dashboard["panels"]) >= 12 and all(expr for _, expr in targets)
@@ -83,6 +86,10 @@ def test_every_panel_queries_metrics_a_running_controller_exports(tmp_path: Path
             wait_for(lambda: ctl.job("long").measured_iteration_s > 0, 90, "a measurement")
             assert ctl.metrics is not None
             scraped = _scrape(ctl.metrics.port)
+            # mlsched status shows the same GPU readings, per agent.
+            assert main(["status", "--controller", ctl.address]) == 0
+            out = capsys.readouterr().out
+            assert "gpu 2 V100 GPU-2: 80% util, 4.0 / 16.0 GiB, 250 W" in out
         # Every query's metric names (histograms by their _bucket series, counters by _total).
         for title, expr in targets:
             for name in _metric_names(expr):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from mlsched.controller.agents import AgentRegistry
+from mlsched.controller.agents import AgentInfo, AgentRegistry
 from mlsched.controller.config import ControllerConfig
 from mlsched.controller.pricing import market
-from mlsched.controller.status import AgentStatus, ClusterStatus
+from mlsched.controller.status import AgentGpu, AgentStatus, ClusterStatus
 from mlsched.engine.engine import Engine
 
 __all__ = ["cluster_status"]
@@ -40,6 +40,7 @@ def cluster_status(
             capacity=dict(a.capacity),
             used=used.get(a.agent_id, {}),
             gpu_type=a.gpu_type or "",
+            gpus=_gpus(a),
         )
         for a in agents.all()
     )
@@ -52,4 +53,24 @@ def cluster_status(
         model_error_mean_abs=total / count if count else 0.0,
         model_error_samples=count,
         **(market(list(engine.records.values())) if engine is not None else {}),
+    )
+
+
+def _gpus(agent: AgentInfo) -> tuple[AgentGpu, ...]:
+    """The agent's GPUs as its last telemetry had them, with the model it registered."""
+    t = agent.telemetry
+    if t is None:
+        return ()
+    models = {g.get("uuid", ""): g.get("model", "") for g in agent.gpus}
+    return tuple(
+        AgentGpu(
+            index=g.index,
+            uuid=g.uuid,
+            model=models.get(g.uuid, "") or (agent.gpu_type or ""),
+            util_percent=g.util_percent,
+            mem_used_bytes=g.mem_used_bytes,
+            mem_total_bytes=g.mem_total_bytes,
+            power_w=g.power_w,
+        )
+        for g in t.gpus
     )

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from mlsched.controller.agents import DEFAULT_NIC_GBPS, AgentInfo
 from mlsched.controller.probes import ProbeStatus
-from mlsched.controller.status import AgentStatus, ClusterStatus, JobStatus, PlacementEntry
+from mlsched.controller.status import (
+    AgentGpu,
+    AgentStatus,
+    ClusterStatus,
+    JobStatus,
+    PlacementEntry,
+)
 from mlsched.core.errors import SpecError
 from mlsched.core.fields import check_number
 from mlsched.core.ids import check_id, check_text
@@ -279,7 +285,16 @@ def cluster_status_to_proto(s: ClusterStatus) -> jobs_pb2.GetClusterStatusRespon
         )
         entry.capacity.amounts.update(a.capacity)
         entry.used.amounts.update(a.used)
+        for g in a.gpus:
+            gpu = entry.gpus.add(index=g.index, uuid=g.uuid, model=g.model)
+            for name in _AGENT_GPU_COUNTERS:
+                value = getattr(g, name)
+                if value is not None:
+                    setattr(gpu, name, value)
     return out
+
+
+_AGENT_GPU_COUNTERS = ("util_percent", "mem_used_bytes", "mem_total_bytes", "power_w")
 
 
 def job_status_from_proto(msg: jobs_pb2.JobStatus) -> JobStatus:
@@ -301,6 +316,15 @@ def cluster_status_from_proto(msg: jobs_pb2.GetClusterStatusResponse) -> Cluster
             capacity=dict(a.capacity.amounts),
             used=dict(a.used.amounts),
             gpu_type=a.gpu_type,
+            gpus=tuple(
+                AgentGpu(
+                    index=g.index,
+                    uuid=g.uuid,
+                    model=g.model,
+                    **{n: _present(g, n) for n in _AGENT_GPU_COUNTERS},
+                )
+                for g in a.gpus
+            ),
         )
         for a in msg.agents
     )

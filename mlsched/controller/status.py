@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINAL_STATES",
+    "AgentGpu",
     "AgentStatus",
     "ClusterStatus",
     "JobStatus",
@@ -64,6 +65,19 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class AgentGpu:
+    """One GPU of an agent as its last telemetry had it (None: NVML did not say)."""
+
+    index: int
+    uuid: str = ""
+    model: str = ""
+    util_percent: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+
+
+@dataclass(frozen=True)
 class AgentStatus:
     agent_id: str
     host: str
@@ -73,6 +87,7 @@ class AgentStatus:
     capacity: dict[str, float] = field(default_factory=dict)
     used: dict[str, float] = field(default_factory=dict)  # allocated this slot
     gpu_type: str = ""
+    gpus: tuple[AgentGpu, ...] = ()  # from its last telemetry (none: no NVML)
 
 
 @dataclass(frozen=True)

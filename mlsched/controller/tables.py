@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlsched.controller.status import ClusterStatus, JobStatus
+from mlsched.controller.status import AgentGpu, ClusterStatus, JobStatus
 
-__all__ = ["cluster_summary", "decision_line", "job_table"]
+__all__ = ["cluster_summary", "decision_line", "gpu_line", "job_table"]
 
 
 def decision_line(job: JobStatus) -> str:
@@ -26,6 +26,20 @@ def decision_line(job: JobStatus) -> str:
     return f"{head}, {job.state}" + (f": {job.reason}" if job.reason else "")
 
 
+def gpu_line(g: AgentGpu) -> str:
+    """``gpu 0 V100 GPU-3f2a...: 80% util, 4.0 / 16.0 GiB, 250 W`` (what NVML gave)."""
+    parts = []
+    if g.util_percent is not None:
+        parts.append(f"{g.util_percent:.0f}% util")
+    if g.mem_used_bytes is not None:
+        total = f" / {g.mem_total_bytes / 2**30:.1f}" if g.mem_total_bytes else ""
+        parts.append(f"{g.mem_used_bytes / 2**30:.1f}{total} GiB")
+    if g.power_w is not None:
+        parts.append(f"{g.power_w:.0f} W")
+    uuid = f" {g.uuid[:12]}..." if len(g.uuid) > 12 else (f" {g.uuid}" if g.uuid else "")
+    return f"gpu {g.index} {g.model or '?'}{uuid}: {', '.join(parts) or 'no readings'}"
+
+
 def cluster_summary(c: ClusterStatus) -> str:
     lines = [f"slot {c.slot} ({c.slot_seconds:g}s slots), policy {c.policy}"]
     for a in c.agents:
@@ -36,6 +50,7 @@ def cluster_summary(c: ClusterStatus) -> str:
             f"  agent {a.agent_id:<12} {a.host:<15} {state:<5} tasks {a.tasks:<2} "
             f"capacity {cap}; in use {used or '-'}"
         )
+        lines.extend(f"    {gpu_line(g)}" for g in a.gpus)
     if c.quotes:
         lines.append(
             f"prices: revenue {c.revenue:.4g} (profit: no cost model), {c.quotes_accepted} of "

@@ -20,6 +20,8 @@ from mlsched.cli import main
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
+pytestmark = pytest.mark.processes  # an agent training a job: one such test at a time
+
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "mlsched.json"
 # PromQL words that are not metric names.
 _PROMQL = {"sum", "by", "rate", "max", "histogram_quantile", "le", "call", "label_values", "agent"}
@@ -83,7 +85,12 @@ def test_every_panel_queries_metrics_a_running_controller_exports(
         beats.start()
         with agents(ctl.address, tmp_path, 1):
             ctl.submit(yaml.safe_dump([mlp_job("long", units=100_000)]))
-            wait_for(lambda: ctl.job("long").measured_iteration_s > 0, 90, "a measurement")
+            try:
+                wait_for(lambda: ctl.job("long").measured_iteration_s > 0, 90, "a measurement")
+            except AssertionError:
+                agents_seen = [(a.agent_id, a.alive, a.capacity) for a in ctl.agents.all()]
+                log = (tmp_path / "agent0.log").read_text(errors="replace")[-3000:]
+                raise AssertionError(f"{ctl.job('long')}\n{agents_seen}\n{log}") from None
             assert ctl.metrics is not None
             scraped = _scrape(ctl.metrics.port)
             # mlsched status shows the same GPU readings, per agent.

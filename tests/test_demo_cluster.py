@@ -41,7 +41,7 @@ def test_demo_trains_the_mix_to_completion(tmp_path: Path) -> None:
     assert ("resnet20-hvd" in launches) == horovod_available()
     if horovod_available():
         assert launches["resnet20-hvd"] == "horovod"
-    rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[2:] if line[:1] != " "}
+    rows = {line.split()[0]: line.split()[2] for line in table.splitlines()[2:] if line[:1] != " "}
     assert rows == launches  # the table's launch column
     assert "slot" in out.getvalue()  # live progress lines
     # Logs and checkpoints stay in the work directory.

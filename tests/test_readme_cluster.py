@@ -1,6 +1,7 @@
 """The README's cluster block, run as written on loopback: secrets, ``mlsched certs``, a
 controller over mutual TLS with a user token and an agent secret, an agent with its own
-credential and certificate, a user's context, then submit, status, cancel and logs.
+credential and certificate, a user of the users file with her own token and a context,
+then whoami, submit, status, describe, cancel, logs and audit.
 
 What changes to run it here, and only this: the addresses (10.0.0.5 and 10.0.0.12 become
 127.0.0.1, ctl.example.org becomes localhost, the ports free ones), ``/shared/ckpt`` a
@@ -55,7 +56,8 @@ def test_the_readme_block_names_what_an_operator_needs() -> None:
     text = " ".join(block())
     for needed in ("mlsched certs", "mlsched controller", "--tls-ca pki/ca.pem",
                    "mlsched agent ", "--tls-cert pki/gpu-a.pem", "mlsched context set",
-                   "mlsched submit", "mlsched status", "mlsched cancel", "mlsched logs"):  # fmt: skip
+                   "mlsched submit", "mlsched status", "mlsched cancel", "mlsched logs",
+                   "mlsched user add", "--users-file", "mlsched describe", "mlsched audit"):  # fmt: skip
         assert needed in text, needed
 
 
@@ -76,6 +78,7 @@ def test_the_readme_cluster_block_runs_as_written_on_loopback(tmp_path: Path) ->
                          f"--ports {free_port_range()}"),
         ("cancel JOB", "cancel j2"),
         ("logs JOB", "logs j1"),
+        ("describe JOB", "describe j1"),
     ]  # fmt: skip
     job = {
         "model": "mlp", "arch": "allreduce", "batch_size": 8, "chunks": 1,
@@ -105,13 +108,21 @@ def test_the_readme_cluster_block_runs_as_written_on_loopback(tmp_path: Path) ->
             if " status" in line:  # the job that finishes, before the cancel and the logs
                 _wait_done(mlsched, "j1", tmp_path, env, background)
         final = json.loads(_shell(f"{mlsched} status --json", tmp_path, env).stdout)
-        states = {j["jobId"]: j["state"] for j in final["jobs"]}
-        assert states == {"j1": "done", "j2": "cancelled"}, states
+        states = {j["jobId"]: (j["state"], j["owner"]) for j in final["jobs"]}
+        assert states == {"j1": ("done", "alice"), "j2": ("cancelled", "alice")}, states
+        assert "alice (user); quota: gpus 8, queued 20" in next(
+            out for cmd, out in outputs.items() if cmd.endswith(" whoami")
+        )
+        described = next(out for cmd, out in outputs.items() if " describe j1" in cmd)
+        assert "Owner:      alice" in described and "finished" in described
+        audit = next(out for cmd, out in outputs.items() if " audit" in cmd)
+        assert audit.count(" submit ") == 2 and " cancel " in audit
         agents = final["cluster"]["agents"]
         assert [(a["name"], a["alive"]) for a in agents] == [("gpu-a", True)]
         logs = next(out for cmd, out in outputs.items() if " logs j1" in cmd)
         assert logs.strip(), "the job's log came back empty"
-        for name in ("token", "agent-secret", "gpu-a.token", "pki/ca.key", "pki/gpu-a.key"):
+        for name in ("token", "agent-secret", "gpu-a.token", "alice.token", "pki/ca.key",
+                     "pki/gpu-a.key"):  # fmt: skip
             assert (tmp_path / name).stat().st_mode & 0o077 == 0, f"{name} is readable by others"
     finally:
         stop_all(background, grace_s=30)

@@ -46,7 +46,7 @@ def test_submit_wait_shows_each_quote_and_answer_and_status_the_revenue(
             for line in out.splitlines()
             if line.startswith(("rich", "poor"))
         }
-        assert rows["rich"][5:8] == ["0.5", "0.5", "accepted"]
-        assert rows["poor"][3:7] == ["no", "0.5", "0", "declined"]
+        assert rows["rich"][6:9] == ["0.5", "0.5", "accepted"]
+        assert rows["poor"][4:8] == ["no", "0.5", "0", "declined"]
     finally:
         ctl.stop()

@@ -3,6 +3,7 @@ controller on loopback, no agents: jobs stay queued), the users file and its com
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import stat
 import time
@@ -116,6 +117,9 @@ def test_two_users_and_an_admin_own_their_jobs_within_quotas_and_are_audited(
         assert {e.user for e in mine} == {"bob"} and len(mine) == 7
         code, _ = _code(lambda: b.GetAudit(jobs_pb2.GetAuditRequest()))
         assert code == grpc.StatusCode.PERMISSION_DENIED
+        probe = jobs_pb2.StartProbeRequest(job=json.dumps(mlp_job("p")), placement="host")
+        code, why = _code(lambda: a.StartProbe(probe, timeout=10))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "admins" in why
 
         # The command line: status by user, whoami, audit.
         flags = ["--controller", ctl.address, "--token", alice]

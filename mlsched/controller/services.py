@@ -278,6 +278,10 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
     def StartProbe(
         self, request: jobs_pb2.StartProbeRequest, context: grpc.ServicerContext
     ) -> jobs_pb2.ProbeStatus:
+        if not self._user(context).admin:  # it holds the slot loop: the operator's tool
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, "profiling through the agents is for admins"
+            )
         try:
             status = self.ctl.probe(
                 request.job,

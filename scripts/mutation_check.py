@@ -50,6 +50,30 @@ CONTINUITY = "tests/test_trainers_continuity.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
+        "quota-counts-only-the-new-jobs",
+        "mlsched/controller/tenancy.py",
+        "if waiting + len(jobs) > quota.queued:",
+        "if len(jobs) > quota.queued:",
+        ("tests/test_users.py",),
+        "a user's queued quota ignores the jobs already waiting",
+    ),
+    Mutant(
+        "anyone-may-act-on-any-job",
+        "mlsched/net/users.py",
+        "return self.admin or (owner is not None and owner == self.name)",
+        "return True",
+        ("tests/test_users.py",),
+        "a user may cancel or read the logs of another user's job",
+    ),
+    Mutant(
+        "tasks-see-gpus-by-position",
+        "mlsched/agent/task.py",
+        '",".join(devices[p] for p in positions)',
+        '",".join(str(p) for p in positions)',
+        ("tests/test_agent_gpus.py",),
+        "a task's CUDA_VISIBLE_DEVICES names the controller's positions, not the devices",
+    ),
+    Mutant(
         "wire-added-to-a-cell-that-measured-its-links",
         "mlsched/engine/simulator.py",
         "wire = comm if spread and not match.links_measured else 0.0",

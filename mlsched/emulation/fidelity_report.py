@@ -25,6 +25,7 @@ __all__ = [
     "GOAL_JOB",
     "GOAL_POLICY",
     "REGRESSION",
+    "REGRESSION_POLICY",
     "TIE",
     "FidelityRun",
     "ablation_rows",
@@ -40,11 +41,14 @@ GOAL_JOB = 0.10
 GOAL_POLICY = 0.10
 #: Measured means closer than this (relative) are a tie for the ranking.
 TIE = 0.05
-#: The smaller form's regression bound (one run, 4 jobs a policy): above the noise one run
-#: shows on the 2-core machine (a policy's mean 17.6-19 % off in runs that met the goals
-#: when repeated), below what the known regressions cost (without start-up and restart
-#: costs the per-job median is 36-58 % off). docs/testing.md, the fidelity form.
+#: The smaller form's regression bounds (one run, 4 jobs a policy): above the noise one run
+#: shows on the 2-core machine, below what the known regressions cost. Per job (the median
+#: over 8 job runs): runs met 5.9-14.4 %, and without start-up and restart costs it is
+#: 36-58 %. A policy's mean over its 4 jobs is noisier: 17.6-19 % (fifo) and 25 % (las2d,
+#: mean JCT 24.5 s, where one 10-s slot is 40 %) in runs that met the goals when repeated.
+#: docs/testing.md, the fidelity form.
 REGRESSION = 0.25
+REGRESSION_POLICY = 0.40
 MAIN = "profile"
 
 
@@ -184,12 +188,16 @@ def pooled_checks(results: Sequence[Mapping[str, Any]]) -> list[Check]:
     return _goal_checks(by_policy)
 
 
-def regression_checks(result: Mapping[str, Any], bound: float = REGRESSION) -> list[Check]:
-    """The goals' checks over one run (``results.json`` contents) at ``bound`` in place of
-    the goals: what one run of the smaller form can hold on a machine whose speed drifts,
-    and what a regression (costs not charged, the wrong slices, another placement) breaks."""
+def regression_checks(
+    result: Mapping[str, Any], job: float = REGRESSION, policy: float = REGRESSION_POLICY
+) -> list[Check]:
+    """The goals' checks over one run (``results.json`` contents) at the regression bounds
+    in place of the goals (``job`` for the per-job median, ``policy`` for each policy's mean
+    and as the ranking's tie): what one run of the smaller form can hold on a machine whose
+    speed drifts, and what a regression (costs not charged, the wrong slices, another
+    placement) breaks."""
     by_policy = {run["policy"]: run["jobs"] for run in result["runs"]}
-    return _goal_checks(by_policy, job_goal=bound, policy_goal=bound, tie=bound)
+    return _goal_checks(by_policy, job_goal=job, policy_goal=policy, tie=policy)
 
 
 def ablation_rows(

@@ -115,7 +115,8 @@ def test_two_users_and_an_admin_own_their_jobs_within_quotas_and_are_audited(
             == ["a1"] * 4  # fmt: skip
         mine = b.GetAudit(jobs_pb2.GetAuditRequest(user="bob")).entries
         assert {e.user for e in mine} == {"bob"} and len(mine) == 7
-        code, _ = _code(lambda: b.GetAudit(jobs_pb2.GetAuditRequest()))
+        assert b.GetAudit(jobs_pb2.GetAuditRequest()).entries == mine  # a user: their own
+        code, _ = _code(lambda: b.GetAudit(jobs_pb2.GetAuditRequest(user="alice")))
         assert code == grpc.StatusCode.PERMISSION_DENIED
         probe = jobs_pb2.StartProbeRequest(job=json.dumps(mlp_job("p")), placement="host")
         code, why = _code(lambda: a.StartProbe(probe, timeout=10))

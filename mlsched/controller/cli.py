@@ -219,7 +219,7 @@ def add_cluster_parsers(sub: Any) -> None:
         help="the audit record: submits, cancels and refusals (admin: everyone's)",
         description="Print the controller's append-only audit record, oldest first: who "
         "submitted or cancelled what, and every refusal (quota, permission, invalid "
-        "document). A user reads their own rows (--user with their name); an admin reads all.",
+        "document). A user reads their own rows; an admin reads everyone's (--user: one's).",
     )
     p.add_argument("--user", default=None, help="only this user's rows")
     p.add_argument("--job", default=None, help="only this job's rows")

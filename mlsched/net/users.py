@@ -273,7 +273,7 @@ def _entries(path: Path) -> list[dict[str, Any]]:
 def _write(path: Path, entries: list[dict[str, Any]]) -> None:
     import yaml
 
-    text = yaml.safe_dump({"users": entries}, sort_keys=False, default_flow_style=None)
+    text = yaml.safe_dump({"users": entries}, sort_keys=False, default_flow_style=False)
     write_private_file(path, text.encode())
 
 

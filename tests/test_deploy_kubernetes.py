@@ -92,6 +92,11 @@ def test_the_manifests_render_validate_and_hold_together(tmp_path: Path, target:
         mount = str(Path(flags[flag]).parent)
         assert mount in mounts, f"{flag} {flags[flag]} is on no mounted volume"
         assert volumes[mounts[mount]]["secret"]["secretName"] in secrets
+    users = volumes[mounts[str(Path(flags["--users-file"]).parent)]]["configMap"]["name"]
+    (users_map,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == users]
+    from mlsched.net.users import parse_users
+
+    parse_users(yaml.safe_load(users_map["data"]["users.yaml"]), "users.yaml")  # it loads
     assert mounts[str(Path(flags["--db"]).parent)] in claims  # the state file persists
     assert flags["--checkpoint-root"] in mounts
     port = int(flags["--listen"].rpartition(":")[2])

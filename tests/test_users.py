@@ -212,6 +212,9 @@ def test_names_and_tokens_are_each_one_users(tmp_path: Path) -> None:
         parse_users({"users": [one, {**one, "name": "y"}]}, "f")
     path = tmp_path / "users.yaml"
     add_user(path, "x")
+    assert (
+        stat.S_IMODE(path.stat().st_mode) == 0o644
+    )  # no secret: a controller of another uid reads it
     with pytest.raises(SpecError, match="not in"):
         add_user(path, "x")
     path.chmod(path.stat().st_mode | stat.S_IWOTH)

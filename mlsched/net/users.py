@@ -11,7 +11,8 @@ JSON::
         token_sha256: 9f86d081884c...
         role: admin                      # may cancel and read the logs of every job
 
-Only token digests are stored, so the file holds no secret; it must not be writable by
+Only token digests are stored, so the file holds no secret (``mlsched user add`` writes it
+readable by all, for a controller running as another user); it must not be writable by
 group or others (whoever writes it chooses who is admin). The controller's own ``--token``
 stays the operator's credential: the user ``admin``, role admin. Without a users file that
 one token (or, on loopback, no token) is everyone, with every right, as before users existed.
@@ -37,7 +38,7 @@ import grpc
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
-from mlsched.net.auth import bearer_token, write_private_file
+from mlsched.net.auth import bearer_token
 
 __all__ = [
     "ADMIN",
@@ -274,7 +275,14 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> None:
     import yaml
 
     text = yaml.safe_dump({"users": entries}, sort_keys=False, default_flow_style=False)
-    write_private_file(path, text.encode())
+    # Readable by all (digests only: the controller may run as another user than whoever
+    # edits it), writable by the owner only; replaced whole, so a reader never sees a part.
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(text.encode())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def add_user(

@@ -47,6 +47,7 @@ __all__ = [
     "read_secret_file",
     "read_token",
     "server_credentials",
+    "write_file",
     "write_private_file",
 ]
 
@@ -60,13 +61,18 @@ _AGENT_PREFIX = "agent:"
 
 
 def write_private_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` readable by its owner only, and atomically: a reader sees
-    the old file or the new one whole, never a part or a moment readable by others."""
+    """Write ``data`` to ``path`` readable by its owner only, atomically (:func:`write_file`)."""
+    write_file(path, data, 0o600)
+
+
+def write_file(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` to ``path`` with ``mode``, and atomically: a reader sees the old file
+    or the new one whole, never a part or a moment with another mode."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
-    os.chmod(tmp, 0o600)  # a leftover file keeps its own mode through O_CREAT
+    os.chmod(tmp, mode)  # a leftover file keeps its own mode through O_CREAT
     os.replace(tmp, path)
 
 

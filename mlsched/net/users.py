@@ -38,7 +38,7 @@ import grpc
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
-from mlsched.net.auth import bearer_token
+from mlsched.net.auth import bearer_token, write_file
 
 __all__ = [
     "ADMIN",
@@ -276,13 +276,8 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> None:
 
     text = yaml.safe_dump({"users": entries}, sort_keys=False, default_flow_style=False)
     # Readable by all (digests only: the controller may run as another user than whoever
-    # edits it), writable by the owner only; replaced whole, so a reader never sees a part.
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as out:
-        out.write(text.encode())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    # edits it), writable by the owner only.
+    write_file(path, text.encode(), 0o644)
 
 
 def add_user(

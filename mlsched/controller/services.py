@@ -165,19 +165,15 @@ class _JobService(jobs_pb2_grpc.JobServiceServicer):
         return user
 
     def _owned(self, context: grpc.ServicerContext, user: User, job_id: str, action: str) -> None:
-        """Only the owner of ``job_id`` (or an admin) may ``action`` it: else audited and
-        PERMISSION_DENIED. An unknown job passes, for the handler to answer NOT_FOUND."""
+        """PERMISSION_DENIED unless ``user`` owns ``job_id`` or is an admin (audited by
+        :meth:`Tenancy.authorize`). An unknown job passes, for the handler's NOT_FOUND."""
         try:
-            owner = self.ctl.job(job_id).owner
+            self.ctl.job(job_id)
+            self.ctl.tenancy.authorize(user, action, job_id)
         except KeyError:
             return
-        if not user.may_act_on(owner or None):
-            self.ctl.tenancy.record(user, action, job_id, "refused", f"owned by {owner!r}")
-            context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"job {shorten(job_id, 128)!r} is {owner or 'nobody'!r}'s: only its owner or "
-                f"an admin may {action} it",
-            )
+        except PermissionError as err:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(err))
 
     def SubmitJobs(
         self, request: jobs_pb2.SubmitJobsRequest, context: grpc.ServicerContext

@@ -140,6 +140,18 @@ class Tenancy:
         for job in jobs:
             self._owners[job.job_id] = user.name
 
+    def authorize(self, user: User, action: str, job_id: str) -> None:
+        """Only the owner of ``job_id`` or an admin may ``action`` it (cancel, read the logs
+        of): else the refusal is audited and a PermissionError says whose it is."""
+        owner = self._owners.get(job_id)
+        if user.may_act_on(owner):
+            return
+        self.record(user, action, job_id, "refused", f"owned by {owner or ''!r}")
+        raise PermissionError(
+            f"job {shorten(job_id, 128)!r} is {owner or 'nobody'!r}'s: only its owner or an "
+            f"admin may {action} it"
+        )
+
     def record(self, user: User, action: str, job_id: str, outcome: str, detail: str) -> None:
         """One audit row (a cancel, or a refusal of any action)."""
         self._audit(user.name, action, job_id, outcome, detail, time.time())

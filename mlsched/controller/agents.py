@@ -64,6 +64,11 @@ class AgentInfo:
     def from_dict(cls, agent_id: str, seq: int, raw: dict[str, Any], alive: bool) -> AgentInfo:
         return cls(agent_id=agent_id, seq=seq, alive=alive, **raw)
 
+    def gpu_model(self, uuid: str) -> str:
+        """The model the agent registered for its device ``uuid`` (else its GPU type)."""
+        model = next((g.get("model", "") for g in self.gpus if g.get("uuid") == uuid), "")
+        return model or self.gpu_type or ""
+
     def server(self) -> Server:
         return Server(
             name=self.agent_id,

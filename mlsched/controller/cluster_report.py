@@ -61,12 +61,11 @@ def _gpus(agent: AgentInfo) -> tuple[AgentGpu, ...]:
     t = agent.telemetry
     if t is None:
         return ()
-    models = {g.get("uuid", ""): g.get("model", "") for g in agent.gpus}
     return tuple(
         AgentGpu(
             index=g.index,
             uuid=g.uuid,
-            model=models.get(g.uuid, "") or (agent.gpu_type or ""),
+            model=agent.gpu_model(g.uuid),
             util_percent=g.util_percent,
             mem_used_bytes=g.mem_used_bytes,
             mem_total_bytes=g.mem_total_bytes,

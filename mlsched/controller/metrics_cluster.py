@@ -71,9 +71,6 @@ class ClusterCollector(Collector):
         gauges = {
             name: GaugeMetricFamily(name, text, labels=_GPU) for name, text, _, _ in GPU_GAUGES
         }
-        models = {
-            a.agent_id: {g.get("uuid", ""): g.get("model", "") for g in a.gpus} for a in agents
-        }
         for a in agents:
             t = a.telemetry
             assert t is not None
@@ -87,8 +84,7 @@ class ClusterCollector(Collector):
                 ib["sent"].add_metric([a.agent_id], t.ib_sent_bytes)
                 ib["received"].add_metric([a.agent_id], t.ib_recv_bytes)
             for g in t.gpus:
-                model = models[a.agent_id].get(g.uuid, "") or (a.gpu_type or "")
-                labels = [a.agent_id, str(g.index), g.uuid, model]
+                labels = [a.agent_id, str(g.index), g.uuid, a.gpu_model(g.uuid)]
                 for name, _, field, scale in GPU_GAUGES:
                     value = getattr(g, field)
                     if value is not None:

@@ -59,7 +59,7 @@ def nvml_part() -> dict[str, Any]:
         ],
         "nvml_inventory": telemetry.gpu_inventory(),
     }
-    nv = telemetry._nvml()
+    nv = telemetry.nvml()
     if nv is not None:
         out["nvml_driver"] = _text(nv.nvmlSystemGetDriverVersion())
         out["nvml_counters"] = [

@@ -21,6 +21,7 @@ from mlsched.agent.gpus import Device, nvml_devices, select
 from mlsched.core.errors import SpecError
 from mlsched.net.auth import is_loopback
 from mlsched.net.ports import DEFAULT_PORTS
+from mlsched.trainers.telemetry import nvml
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -157,12 +158,12 @@ def _version() -> str:
 
 def _devices() -> list[Device]:
     """The machine's devices as NVML lists them (none without NVML)."""
+    nv = nvml()
+    if nv is None:
+        return []
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return nvml_devices(pynvml)
-    except Exception:  # NVMLError_LibraryNotFound, driver missing, no module
+        return nvml_devices(nv)
+    except Exception:  # a driver that fails while listing: no usable GPUs
         return []
 
 

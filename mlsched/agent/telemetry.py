@@ -28,7 +28,7 @@ import psutil
 
 from mlsched.agent.discovery import is_virtual_interface
 from mlsched.core.reports import GpuTelemetry, Telemetry
-from mlsched.trainers.telemetry import gpu_counters
+from mlsched.trainers.telemetry import gpu_counters, nvml
 
 __all__ = ["IB_ROOT", "NodeTelemetry", "infiniband_counters"]
 
@@ -47,20 +47,20 @@ def _nvml_handles(
 ) -> tuple[Any | None, list[tuple[int, str, Any]]]:
     """pynvml and (index, uuid, handle) of each of ``devices`` ((NVML index, UUID) pairs;
     None: every GPU NVML lists)."""
+    nv = nvml()
+    if nv is None:
+        return None, []
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
         if devices is None:
-            count = pynvml.nvmlDeviceGetCount()
-            return pynvml, [(i, "", pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-        return pynvml, [
-            (i, uuid, pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid
-             else pynvml.nvmlDeviceGetHandleByIndex(i))
+            count = nv.nvmlDeviceGetCount()
+            return nv, [(i, "", nv.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+        return nv, [
+            (i, uuid, nv.nvmlDeviceGetHandleByUUID(uuid) if uuid
+             else nv.nvmlDeviceGetHandleByIndex(i))
             for i, uuid in devices
         ]  # fmt: skip
-    except Exception as err:  # NVMLError_LibraryNotFound, driver missing, no module
-        log.debug("NVML unavailable: %s", err)
+    except Exception as err:  # a device gone, or a driver that fails while listing
+        log.debug("NVML handles: %s", err)
         return None, []
 
 

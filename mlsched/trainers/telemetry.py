@@ -21,7 +21,7 @@ import psutil
 
 from mlsched.trainers.metrics import MetricsSink
 
-__all__ = ["TelemetrySampler", "gpu_counters", "gpu_inventory", "nvml_available"]
+__all__ = ["TelemetrySampler", "gpu_counters", "gpu_inventory", "nvml", "nvml_available"]
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ _ALL_LINKS = 0xFFFFFFFF
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
-def _nvml() -> Any | None:
+def nvml() -> Any | None:
+    """pynvml, initialised; None where NVML cannot be used here (the reason at debug level)."""
     try:
         import pynvml
 
@@ -43,12 +44,12 @@ def _nvml() -> Any | None:
 
 
 def nvml_available() -> bool:
-    return _nvml() is not None
+    return nvml() is not None
 
 
 def gpu_inventory() -> list[dict[str, Any]]:
     """Each visible GPU's index, name and memory; empty without NVML."""
-    nv = _nvml()
+    nv = nvml()
     if nv is None:
         return []
     out = []
@@ -132,7 +133,7 @@ class TelemetrySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
         self._proc = psutil.Process(os.getpid())
-        self._nv = _nvml()
+        self._nv = nvml()
         self._handles: list[Any] = []
         if self._nv is not None:
             count = self._nv.nvmlDeviceGetCount()

@@ -210,9 +210,10 @@ def test_runs_save_replace_delete(store: Store) -> None:
     store.save_run("a", {"gen": 2})
     assert store.runs() == {"a": {"gen": 2}, "b": {"gen": 1}}
     assert list(store.runs()) == ["a", "b"]
+    assert store.run("a") == {"gen": 2} and store.run("never-saved") is None
     store.delete_run("a")
     store.delete_run("never-saved")
-    assert store.runs() == {"b": {"gen": 1}}
+    assert store.runs() == {"b": {"gen": 1}} and store.run("a") is None
 
 
 def test_transaction_rollback_leaves_nothing(db: Path) -> None:

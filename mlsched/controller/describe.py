@@ -41,7 +41,7 @@ def describe_job(store: Store, tenancy: Tenancy, job_id: str, limit: int = 50) -
         out[f"{name}_total"] = len(history)
         out[name] = [{k: v for k, v in r.items() if k not in ("job_id", "recorded_at")}
                      for r in history[-limit:]]  # fmt: skip
-    out["run"] = store.runs().get(job_id)
+    out["run"] = store.run(job_id)
     out["audit"] = [
         {"at": e.at, "user": e.user, "action": e.action, "outcome": e.outcome,
          "detail": e.detail}

@@ -546,6 +546,14 @@ class Store:
         """Forget the job's run (a no-op when none is stored)."""
         self._write("DELETE FROM runs WHERE job_id = ?", (job_id,))
 
+    def run(self, job_id: str) -> Any:
+        """One job's stored run (None: none, or its JSON does not parse)."""
+        rows = self._read("SELECT run FROM runs WHERE job_id = ?", (job_id,))
+        try:
+            return _load(rows[0]["run"]) if rows else None
+        except (ValueError, RecursionError):
+            return None
+
     def runs(self) -> dict[str, Any]:
         """Every stored run by job id, in the order each was first saved; a run whose JSON
         does not parse reads as None."""

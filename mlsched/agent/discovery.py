@@ -209,13 +209,12 @@ def discover(
     declares stand-ins (a CPU machine playing a GPU server)."""
     name = name or socket.gethostname()
     devices = _devices() if use_nvml else []
-    cvd = inherited
-    if isinstance(gpus, int) and not gpu_uuids and gpus > len(select(devices, inherited=cvd)):
+    if isinstance(gpus, int) and not gpu_uuids and gpus > len(select(devices, inherited=inherited)):
         # More GPUs declared than this machine shows: all of them are stand-ins.
         chosen = tuple(GpuInfo(i, gpu_type or "") for i in range(gpus))
         real_gpus = False
     else:
-        picked = select(devices, gpus=gpus, uuids=gpu_uuids, inherited=cvd)
+        picked = select(devices, gpus=gpus, uuids=gpu_uuids, inherited=inherited)
         chosen = tuple(
             GpuInfo(d.index, gpu_type or gpu_type_of(d.name), d.memory_bytes, d.uuid, d.name)
             for d in picked

@@ -74,11 +74,7 @@ def task_env(
         env.setdefault("NCCL_SOCKET_IFNAME", interface)  # the operator's own setting wins
     if cuda:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        env["CUDA_VISIBLE_DEVICES"] = (
-            ",".join(devices[p] for p in positions)
-            if devices
-            else ",".join(str(p) for p in positions)
-        )
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[p] for p in positions)
     return env
 
 

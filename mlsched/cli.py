@@ -52,6 +52,7 @@ from mlsched.emulation.cli import (
 from mlsched.experiments.reproduce_cli import add_reproduce_parser, run_reproduce
 from mlsched.profiling.cli import add_profile_parser, run_profile
 from mlsched.trainers.cli import add_train_parser, run_train, train_config
+from mlsched.workloads.traces import FORMATS as _TRACE_FORMATS
 from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 
 # The simulator, policies, experiments, plots (numpy, scipy, matplotlib) and YAML are
@@ -70,7 +71,7 @@ _WORKLOAD_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
     (("--jobs",), positive_int, None, "number of jobs (a file keeps its first N)"),
     (("--horizon",), positive_int, None, "horizon in slots"),
     (("--slot-seconds",), positive_float, None, "slot length in seconds"),
-    (("--cluster",), str, None, "cluster file (YAML/JSON) for a CSV trace"),
+    (("--cluster",), str, None, "cluster file (YAML/JSON) for a CSV or --trace-format trace"),
 )
 _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
     (("--truth-compute-scale",), positive_float, 1.0, "true / spec compute time"),
@@ -139,6 +140,13 @@ def get_args_parser() -> argparse.ArgumentParser:
         "allocations with the recorded ones slot by slot (exit 1 where they differ)",
     )
     p.add_argument("--seed", type=int, default=0, action=EnvDefault, help="seed")
+    p.add_argument(
+        "--trace-format",
+        choices=list(_TRACE_FORMATS),
+        help="--workload is a public trace in this format, imported in the same process as "
+        "`mlsched trace import` would (with --cluster; -W throughputs=FILE, tasks=FILE, "
+        "ignore_gpu_type=true, skip_invalid=true as its options)",
+    )
     for flags, kind, default, text in _WORKLOAD_ARGS:
         p.add_argument(*flags, type=kind, default=default, help=text)
     p.add_argument(
@@ -356,6 +364,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
             horizon=args.horizon,
             slot_seconds=args.slot_seconds,
             options=_options(args.workload_option, args.cluster),
+            trace_format=args.trace_format,
             policy_options=key_values(args.policy_option, "--policy-option", "g_delta=0.8"),
             truth=truth,
             out=args.out,

@@ -43,3 +43,4 @@ class Config:
     progress: bool = False
     train: TrainConfig | None = None
     replay: Path | None = None
+    trace_format: str | None = None  # simulate: the workload is a trace in this format

@@ -87,6 +87,7 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
         horizon=config.horizon,
         slot_seconds=config.slot_seconds,
         options=config.options,
+        trace_format=config.trace_format,
     )
     options = {p: options_for(p, config.policy_options, config.policies) for p in config.policies}
     ringed = []

@@ -7,15 +7,15 @@ the engine cannot tell them apart.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from mlsched.core.allocation import Allocation
+from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.job import JobSpec
 from mlsched.perfmodel.base import Measurement
 
-__all__ = ["Executor", "JobFailure", "JobProgress", "SlotReport"]
+__all__ = ["Executor", "JobFailure", "JobProgress", "SlotReport", "SteadySlot"]
 
 
 class JobProgress(NamedTuple):
@@ -42,6 +42,20 @@ class JobFailure(NamedTuple):
     checkpoint_units: float | None = None
 
 
+class SteadySlot(NamedTuple):
+    """A slot that repeats the one before it, known in advance (see
+    :meth:`Executor.steady`): the job keeps its placement, owes no start-up or restart, and
+    its work and measurement are the same as last slot's while the slot does not finish it.
+    """
+
+    units: float  # work done in the slot
+    #: The measurement's fields after (job id, slot, placement); None: nothing measured.
+    measurement_tail: tuple[Any, ...] | None
+    iteration_s: float  # measured seconds per iteration
+    compute_s: float
+    comm_s: float
+
+
 @dataclass
 class SlotReport:
     slot: int
@@ -65,6 +79,31 @@ class Executor(ABC):
     @abstractmethod
     def collect(self, slot: int) -> SlotReport:
         """Block until ``slot`` is over and report progress and measurements."""
+
+    def coasts(self) -> bool:
+        """Whether :meth:`steady` can tell slots in advance (default: never)."""
+        return False
+
+    def steady(self, job_id: str, placement: Placement) -> SteadySlot | None:
+        """The next slot of ``job_id`` under ``placement`` if it will repeat the last one
+        (while it does not finish the job), else None. The engine then accounts such
+        slots itself, in order, and leaves them out of :meth:`apply_except`."""
+        return None
+
+    def apply_except(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+        skip: Container[str],
+    ) -> None:
+        """:meth:`apply`, with the jobs in ``skip`` running their steady slot (reported
+        by the engine, not in this slot's report); ``jobs`` and ``remaining`` hold the
+        others only. Only an executor that :meth:`coasts` is given any."""
+        if skip:
+            raise NotImplementedError(f"{type(self).__name__} does not coast")
+        self.apply(slot, allocation, jobs, remaining)
 
     def close(self) -> None:  # noqa: B027
         """Release processes or connections."""

@@ -17,7 +17,7 @@ otherwise (an experiment whose paper assumes free preemption sets 0 and says so)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -28,7 +28,7 @@ from mlsched.core.allocation import Allocation, Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
-from mlsched.engine.executor import Executor, JobProgress, SlotReport
+from mlsched.engine.executor import Executor, JobProgress, SlotReport, SteadySlot
 from mlsched.perfmodel.base import NO_NIC, Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.perfmodel.profile import Profile
@@ -58,6 +58,7 @@ class _Truth(NamedTuple):
     #: measurement's fields after (job id, slot, placement).
     steady: JobProgress
     steady_measure: tuple[Any, ...]
+    steady_slot: SteadySlot  # the same, as the engine coasts it
 
 
 # Tuples made without the named tuples' Python-level __new__: one of each per running job
@@ -149,6 +150,9 @@ class SimulatedExecutor(Executor):
             per_iter = 2 * job.gradient_bytes
             steady = _progress((rate * self.slot_seconds, False, None, 0.0))
             iterations = steady.units / units
+            # iterations, time, compute, comm, bytes sent and received, restart,
+            # prediction, measured Gbit/s, NIC readings
+            measure = (iterations, iter_s, compute, comm, iterations * per_iter, *_STEADY_TAIL)
             hit = _Truth(
                 compute,
                 comm,
@@ -158,9 +162,14 @@ class SimulatedExecutor(Executor):
                 rate,
                 per_iter,
                 steady,
-                # iterations, time, compute, comm, bytes sent and received, restart,
-                # prediction, measured Gbit/s, NIC readings
-                (iterations, iter_s, compute, comm, iterations * per_iter, *_STEADY_TAIL),
+                measure,
+                SteadySlot(
+                    steady.units,
+                    measure if self.truth.measure and steady.units > 0 else None,
+                    iter_s,
+                    compute,
+                    comm,
+                ),
             )
             if len(self._parts) > 200_000:
                 self._parts.clear()
@@ -195,12 +204,35 @@ class SimulatedExecutor(Executor):
             cell.restart_s if cell.restart_s is not None else restart,
         )
 
+    def coasts(self) -> bool:
+        return self.truth.noise == 0  # noise makes every slot its own
+
+    def steady(self, job_id: str, placement: Placement) -> SteadySlot | None:
+        """A job that ran last slot under ``placement`` and owes nothing repeats its slot
+        (what :meth:`apply` does for it while the slot does not finish it)."""
+        if self.truth.noise > 0 or job_id in self._debt or self._last.get(job_id) is not placement:
+            return None
+        cached = self._last_parts.get(job_id)
+        if cached is None or cached[0] is not placement or not cached[1].steady.units > 0:
+            return None
+        return cached[1].steady_slot
+
     def apply(
         self,
         slot: int,
         allocation: Allocation,
         jobs: Mapping[str, JobSpec],
         remaining: Mapping[str, float],
+    ) -> None:
+        self.apply_except(slot, allocation, jobs, remaining, ())
+
+    def apply_except(
+        self,
+        slot: int,
+        allocation: Allocation,
+        jobs: Mapping[str, JobSpec],
+        remaining: Mapping[str, float],
+        skip: Container[str],
     ) -> None:
         report = SlotReport(slot=slot)
         noise = self.truth.noise
@@ -209,6 +241,8 @@ class SimulatedExecutor(Executor):
         last, seen, last_parts, debts = self._last, self._seen, self._last_parts, self._debt
         progress, measurements = report.progress, report.measurements
         for job_id, p in allocation.items():
+            if job_id in skip:  # its steady slot, accounted by the engine
+                continue
             prev = last.get(job_id)
             cached = last_parts.get(job_id)
             if cached is not None and cached[0] is p:  # a running job keeps its placement

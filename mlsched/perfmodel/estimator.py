@@ -396,6 +396,44 @@ class RuntimeEstimator(RuntimeModel):
         self._settle(entry, sample, pc, pm)
         return pc + pm
 
+    def repeat_handle(
+        self, job: JobSpec, placement: Placement, compute: float, comm: float
+    ) -> object | None:
+        """What :meth:`observe_repeat` takes to record (compute, comm) of ``job`` under
+        ``placement`` once more, where its latest sample is exactly that (no bytes
+        measured); None where it is not."""
+        cached = self._last.get(job.job_id)
+        if cached is None or cached[0] is not placement:
+            return None
+        last = cached[1].latest
+        if last is None or last.compute != compute or last.comm != comm or last.moved is not None:
+            return None
+        return cached[1]
+
+    def observe_repeat(self, handle: object, job: JobSpec, placement: Placement) -> float | None:
+        """:meth:`observe_predicted` of the measurement ``handle`` was made for, again: the
+        same window append, check and prediction without building the measurement (a
+        steady job, each slot). None where the entry has changed since: observe in full."""
+        cached = self._last.get(job.job_id)
+        if cached is None or cached[1] is not handle:
+            return None
+        entry = cached[1]
+        if cached[0] is not placement:
+            self._last[job.job_id] = (placement, entry)
+        state = entry.state
+        pc, pm = (
+            entry.parts if entry.version == state.version else self._parts(entry, job, placement)
+        )
+        samples = state.samples
+        last = entry.latest
+        assert last is not None
+        if len(samples) == samples.maxlen and samples[0].moved is not None:
+            self._count_bytes(entry.key, samples[0], -1.0)
+        samples.append(last)
+        if not (entry.quiet is last and entry.quiet_version == state.version and state.exact):
+            self._settle(entry, last, pc, pm)
+        return pc + pm
+
     def _settle(self, entry: _Entry, sample: _Sample, pc: float, pm: float) -> None:
         """Mark the key for a refit, unless its fit is exact and predicted ``sample`` to
         rounding too: a refit would change nothing (a converged model on noiseless data,

@@ -25,7 +25,7 @@ from mlsched.workloads.base import GeneratorEntry, Workload, registered_workload
 from mlsched.workloads.trace import load_workload_file
 from mlsched.workloads.traps import warn_traps
 
-__all__ = ["builtin_workloads", "load_workload"]
+__all__ = ["builtin_workloads", "from_trace", "load_workload"]
 
 
 def builtin_workloads() -> dict[str, str]:
@@ -42,6 +42,7 @@ def load_workload(
     horizon: int | None = None,
     slot_seconds: float | None = None,
     options: Mapping[str, Any] | None = None,
+    trace_format: str | None = None,
 ) -> Workload:
     """A built-in workload by name, or a workload file (YAML, JSON or CSV) by path.
 
@@ -49,7 +50,18 @@ def load_workload(
     arrivals over the horizon) or, for a file, keep its first ``jobs`` jobs and override
     its settings. ``options`` go to the generator as keywords (``servers=10``), or, for a
     CSV trace, may name its ``cluster`` file. Unknown names and options raise SpecError.
+    With ``trace_format``, the file is a public trace read as ``mlsched trace import``
+    reads it (:func:`from_trace`), in the same process.
     """
+    if trace_format is not None:
+        return from_trace(
+            name_or_path,
+            trace_format,
+            jobs=jobs,
+            horizon=horizon,
+            slot_seconds=slot_seconds,
+            options=options,
+        )
     registry = registered_workloads()
     key = str(name_or_path)
     entry = registry.get(key)
@@ -88,6 +100,57 @@ def load_workload(
         slot_seconds=slot_seconds,
     )
     return workload.with_settings(horizon_slots=horizon, slot_seconds=slot_seconds)
+
+
+#: What ``-W`` may give a trace read in place (``trace import``'s options of that name).
+_TRACE_OPTIONS = ("cluster", "throughputs", "tasks", "ignore_gpu_type", "skip_invalid")
+
+
+def from_trace(
+    path: str | Path,
+    fmt: str,
+    *,
+    jobs: int | None = None,
+    horizon: int | None = None,
+    slot_seconds: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Workload:
+    """A public trace as a workload, without a workload file between: the jobs ``mlsched
+    trace import`` would write, built in memory (what the import assumed is in the notes).
+    ``options`` holds the import's ``cluster`` (a file; required), ``throughputs``,
+    ``tasks``, ``ignore_gpu_type`` and ``skip_invalid``."""
+    from mlsched.workloads.trace import load_cluster_file
+    from mlsched.workloads.traces import import_trace
+
+    opts = dict(options or {})
+    for key in opts:
+        if key not in _TRACE_OPTIONS:
+            raise SpecError(
+                f"options.{key}", opts[key], f"an option of a trace: {', '.join(_TRACE_OPTIONS)}"
+            )
+    if opts.get("cluster") is None:
+        raise SpecError("--cluster", None, "a cluster file for the trace (YAML/JSON)")
+    cluster = load_cluster_file(opts["cluster"])
+    imported = import_trace(
+        path,
+        fmt,
+        throughputs=opts.get("throughputs"),
+        tasks=opts.get("tasks"),
+        cluster=cluster,
+        slot_seconds=slot_seconds,
+        ignore_gpu_type=bool(opts.get("ignore_gpu_type", False)),
+        skip_invalid=bool(opts.get("skip_invalid", False)),
+        limit=jobs,
+    )
+    return Workload(
+        name=imported.name,
+        cluster=cluster,
+        jobs=tuple(imported.jobs),
+        horizon_slots=horizon,
+        slot_seconds=imported.slot_seconds,
+        description=imported.notes["source"]["description"],
+        notes={**imported.notes, "slot_seconds_given": slot_seconds is not None},
+    )
 
 
 def _generate(

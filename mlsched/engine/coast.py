@@ -1,0 +1,191 @@
+"""Steady jobs, accounted without the executor: what keeps long trace simulations cheap.
+
+A job that keeps its placement and owes no start-up or restart repeats its slot: the same
+work and the same measurement, until the slot that finishes it. Where the executor can
+tell such a slot in advance (:meth:`~mlsched.engine.executor.Executor.steady`: the
+simulator without noise), the engine *coasts* the job: it leaves it out of the executor's
+slot and does the slot's bookkeeping itself, the same updates in the same order:
+
+- its record's progress (the same float additions), slots and worker-slots;
+- its measurement observed by the runtime model at its place in the slot's measurements
+  (allocation order), the prediction it is compared with kept as a model error.
+
+Nothing about the job's slot is skipped, only rebuilt: a coasted run's records, model
+errors and model are those of a run without coasting (tests/test_coast.py holds them
+equal). A job stops coasting when its placement changes, it pauses, or its slot would
+finish it; it may coast again from the slot after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from mlsched.core.allocation import Allocation, JobState, Placement
+from mlsched.core.job import JobSpec
+from mlsched.engine.executor import Executor
+from mlsched.engine.results import JobRecord, ModelError
+from mlsched.perfmodel.base import Measurement
+from mlsched.perfmodel.estimator import RuntimeEstimator
+
+__all__ = ["Coast", "Coasting"]
+
+_model_error = partial(tuple.__new__, ModelError)
+_measurement = partial(tuple.__new__, Measurement)
+
+
+class Coast:
+    """One steady job: its record, placement and repeated slot."""
+
+    __slots__ = (
+        "handle",
+        "iteration_s",
+        "last_slot",
+        "placement",
+        "record",
+        "spec",
+        "tail",
+        "total",
+        "units",
+        "workers",
+    )
+
+    def __init__(
+        self,
+        record: JobRecord,
+        placement: Placement,
+        units: float,
+        slot: int,
+        tail: tuple[Any, ...] | None,
+        handle: object | None,
+        iteration_s: float,
+    ) -> None:
+        self.record = record
+        self.spec: JobSpec = record.spec
+        self.placement = placement
+        self.units = units
+        self.total = record.spec.total_work
+        self.workers = placement.n_workers
+        self.last_slot = slot  # the last slot it ran (coasted or not)
+        self.tail = tail  # its measurement's fields after (job id, slot, placement)
+        self.handle = handle  # the runtime model's entry for it
+        self.iteration_s = iteration_s
+
+
+Others = list[tuple[str, Placement]]
+
+
+class Coasting:
+    """The engine's steady jobs (one per run loop)."""
+
+    def __init__(
+        self, executor: Executor, runtime: RuntimeEstimator, errors: list[ModelError]
+    ) -> None:
+        self.executor = executor
+        self.runtime = runtime
+        self.errors = errors
+        self._coast: dict[str, Coast] = {}
+        self.slots = 0  # job-slots coasted
+
+    def __len__(self) -> int:
+        return len(self._coast)
+
+    def drop(self, job_id: str | None = None) -> None:
+        """Forget one job's coast (it ended) or, with None, every one (a reconfiguration)."""
+        if job_id is None:
+            self._coast.clear()
+        else:
+            self._coast.pop(job_id, None)
+
+    def select(
+        self, t: int, allocation: Allocation, active: Mapping[str, JobRecord]
+    ) -> tuple[dict[str, Coast], Others, dict[str, JobSpec], dict[str, float]]:
+        """Slot ``t``'s coasting jobs, and the others (in allocation order) with their
+        specs and remaining work for the executor."""
+        now: dict[str, Coast] = {}
+        others: Others = []
+        specs: dict[str, JobSpec] = {}
+        remaining: dict[str, float] = {}
+        coast = self._coast
+        for job_id, p in allocation.items():
+            c = coast.get(job_id)
+            # The simulator's own test of a slot that does not finish the job.
+            if (
+                c is not None
+                and c.placement is p
+                and c.last_slot == t - 1
+                and c.units < c.total - c.record.progress - 1e-9
+            ):
+                now[job_id] = c
+                continue
+            spec = specs[job_id] = active[job_id].spec
+            remaining[job_id] = spec.total_work - active[job_id].progress
+            others.append((job_id, p))
+        return now, others, specs, remaining
+
+    def account(self, t: int, now: Mapping[str, Coast]) -> None:
+        """The coasting jobs' records after slot ``t`` (the engine's own update of a slot
+        that does not finish the job)."""
+        self.slots += len(now)
+        for c in now.values():
+            record = c.record
+            units = record.progress + c.units
+            total = c.total
+            record.progress = units if units < total else total
+            record.slots_run += 1
+            record.worker_slots += c.workers
+            c.last_slot = t
+
+    def observe(
+        self,
+        t: int,
+        allocation: Allocation,
+        now: Mapping[str, Coast],
+        measurements: list[Measurement],
+        full: Callable[[int, Measurement], None],
+    ) -> None:
+        """Slot ``t``'s measurements in allocation order (the order the simulator reports
+        them in): the coasting jobs' repeated ones and ``measurements``, the others',
+        each by ``full``."""
+        runtime, errors = self.runtime, self.errors
+        n, i = len(measurements), 0
+        for job_id in allocation.keys():  # noqa: SIM118  (keys(): not Mapping.__iter__)
+            c = now.get(job_id)
+            if c is None:
+                while i < n and measurements[i].job_id == job_id:
+                    full(t, measurements[i])
+                    i += 1
+                continue
+            if c.tail is None:
+                continue
+            predicted = runtime.observe_repeat(c.handle, c.spec, c.placement)
+            if predicted is None:  # the model's entry changed: observe in full
+                full(t, _measurement((job_id, t, c.placement, *c.tail)))
+                continue
+            errors.append(_model_error((job_id, t, predicted, c.iteration_s)))
+        while i < n:
+            full(t, measurements[i])
+            i += 1
+
+    def register(self, t: int, others: Others, active: Mapping[str, JobRecord]) -> None:
+        """Start coasting the jobs of ``others`` whose next slot repeats slot ``t``."""
+        coast, running = self._coast, JobState.RUNNING
+        for job_id, p in others:
+            record = active.get(job_id)
+            steady = (
+                self.executor.steady(job_id, p)
+                if record is not None and record.state is running
+                else None
+            )
+            handle = None
+            if steady is not None and steady.measurement_tail is not None:
+                handle = self.runtime.repeat_handle(record.spec, p, steady.compute_s, steady.comm_s)  # type: ignore[union-attr]
+                if handle is None:
+                    steady = None
+            if steady is None or record is None:
+                coast.pop(job_id, None)
+                continue
+            coast[job_id] = Coast(
+                record, p, steady.units, t, steady.measurement_tail, handle, steady.iteration_s
+            )

@@ -138,7 +138,9 @@ class Allocation(Mapping[str, Placement]):
     def __init__(self, slot: int, placements: Mapping[str, Placement] | None = None) -> None:
         self.slot = slot
         self._placements: dict[str, Placement] = {
-            j: p for j, p in (placements or {}).items() if not p.is_empty
+            j: p
+            for j, p in (placements or {}).items()
+            if p.workers  # not p.is_empty, inlined: once per job and slot
         }
 
     def __getitem__(self, job_id: str) -> Placement:

@@ -38,6 +38,7 @@ class Charges:
         self._demand_cache: dict[tuple[str, Placement], Rows] = {}
         self._worker_ok = np.array([s.pool.hosts_workers() for s in cluster.servers])
         self._ps_ok = np.array([s.pool.hosts_ps() for s in cluster.servers])
+        self._util: np.ndarray | None = None  # utilization() until used changes
 
     @property
     def placements(self) -> dict[str, Placement]:
@@ -45,13 +46,17 @@ class Charges:
         return dict(self._placed)
 
     def utilization(self) -> np.ndarray:
-        """Used / total capacity per resource, summed over servers."""
-        return self.used.sum(axis=0) / self._total
+        """Used / total capacity per resource, summed over servers (the same array while
+        nothing is charged or released: do not change it)."""
+        if self._util is None:
+            self._util = self.used.sum(axis=0) / self._total
+        return self._util
 
     def release(self, job: JobSpec) -> None:
         """A job that ended: its resources and ring hops are free again."""
         prev = self._placed.pop(job.job_id, None)
         if prev is not None:
+            self._util = None
             self.links.change(job, prev, None)  # its ring hops are free again
             for s, u in self._rows(job, prev):
                 self.used[s] -= u
@@ -62,9 +67,14 @@ class Charges:
         """Check slot ``t``'s allocation by ``policy`` and charge it in place of the last
         one (``records``: every job by id). Raises :class:`PolicyError`."""
         touched: set[int] = set()
+        placed = self._placed
+        changed: list[tuple[str, Placement]] = []
         for job_id, p in allocation.items():
-            prev = self._placed.get(job_id)
-            if prev is p or prev == p:
+            prev = placed.get(job_id)
+            if prev is p:
+                continue
+            changed.append((job_id, p))
+            if prev == p:
                 continue
             job = records[job_id].spec
             self._check(policy, t, job, p)
@@ -76,16 +86,18 @@ class Charges:
             for s, u in self._rows(job, p):
                 self.used[s] += u
                 touched.add(s)
-        for job_id in [j for j in self._placed if j not in allocation]:
+        allocated = allocation.keys()  # a dict view: C-level membership
+        for job_id in [j for j in placed if j not in allocated]:
             prev = self._placed.pop(job_id)
             job = records[job_id].spec
             self.links.change(job, prev, None)
             for s, u in self._rows(job, prev):
                 self.used[s] -= u
                 touched.add(s)
-        for job_id, p in allocation.items():
-            self._placed[job_id] = p
+        for job_id, p in changed:  # a kept placement object is already there
+            placed[job_id] = p
         if touched:
+            self._util = None
             self._check_capacity(policy, t, sorted(touched))
         over_link = self.links.overload()
         if over_link:

@@ -305,8 +305,8 @@ class SimulatedExecutor(Executor):
                         )
                     )
                 )
-        self._seen.update(allocation)
-        self._last = dict(allocation)
+        self._seen.update(allocation.keys())
+        self._last = dict(allocation.items())  # items(): not a __getitem__ per job
         self._report = report
 
     def collect(self, slot: int) -> SlotReport:

@@ -36,6 +36,11 @@ def eligible_worker_servers(job: JobSpec, cluster: Cluster) -> list[int]:
 
 
 def eligible_ps_servers(job: JobSpec, cluster: Cluster) -> list[int]:
+    return eligible_ps_servers_of(cluster)
+
+
+def eligible_ps_servers_of(cluster: Cluster) -> list[int]:
+    """Servers that may host parameter servers (any job's)."""
     return list(cluster.ps_servers)
 
 
@@ -94,25 +99,34 @@ def _fill(
         return False
     left = count
     if one_at_a_time:
-        # Cycle over the servers, one task per visit (round-robin spreading). The first pass
-        # checks servers as it reaches them, so a small job looks at few servers.
+        # Cycle over the servers, one task per visit (round-robin spreading); a small job
+        # takes the first servers with room.
         live = list(servers)
-        if len(live) > 1:
+        # On the first pass every live server still has the room the look below saw.
+        first = len(live) > 1
+        if first:
             # One vectorised look first: a server that cannot take one task now cannot later
             # in this fill either (it only loses capacity), so the passes skip it.
-            room = np.all(demand <= ledger.free[live] + 1e-9, axis=1).tolist()
-            live = [s for s, ok in zip(live, room, strict=True) if ok]
+            # (Every server's row at once: cheaper than indexing the rows of ``live``.)
+            room = np.all(demand <= ledger.free + 1e-9, axis=1).tolist()
+            if count == 1:  # the first with room: all a one-task fill visits
+                live = [next((s for s in live if room[s]), -1)]
+                if live[0] < 0:
+                    return False
+            else:
+                live = [s for s in live if room[s]]
         while left and live:
             nxt = []
             for s in live:
                 if not left:
                     break
-                if ledger.fits(s, demand):
+                if first or ledger.fits(s, demand):
                     ledger.take(s, demand)
                     taken[s] = taken.get(s, 0) + 1
                     left -= 1
                     nxt.append(s)
             live = nxt
+            first = False
     else:
         for s in servers:
             if not left:
@@ -197,6 +211,9 @@ class RoundRobin:
         self.cluster = cluster
         self._next_worker = 0
         self._next_ps = 0
+        # Eligible worker servers per GPU type (None: any): the same for every job of it.
+        self._workers_of: dict[str | None, list[int]] = {}
+        self._ps = eligible_ps_servers_of(cluster)
 
     @staticmethod
     def _rotate(servers: list[int], start: int) -> list[int]:
@@ -215,8 +232,11 @@ class RoundRobin:
         worker_type: str | None = None,
         ps_type: str | None = None,
     ) -> Placement | None:
-        w_order = self._rotate(eligible_worker_servers(job, self.cluster), self._next_worker)
-        p_order = self._rotate(eligible_ps_servers(job, self.cluster), self._next_ps)
+        servers = self._workers_of.get(job.gpu_type)
+        if servers is None:
+            servers = self._workers_of[job.gpu_type] = eligible_worker_servers(job, self.cluster)
+        w_order = self._rotate(servers, self._next_worker)
+        p_order = self._rotate(self._ps, self._next_ps) if job.uses_ps else []
         placement = _place(
             job, n_workers, n_ps, ledger, w_order, p_order, True, worker_type, ps_type
         )

@@ -135,6 +135,14 @@ class CapacityLedger:
             return 1 << 30
         return math.floor(float(np.min(self.free[server, need] / demand[need])) + 1e-9)
 
+    def max_counts(self, servers: np.ndarray, demand: np.ndarray) -> list[int]:
+        """:meth:`max_count` of each of ``servers`` (an index array), in one look."""
+        need = demand > 0
+        if not need.any():
+            return [1 << 30] * len(servers)
+        ratio = np.min(self.free[servers][:, need] / demand[need], axis=1)
+        return [math.floor(r + 1e-9) for r in ratio.tolist()]
+
     def take(self, server: int, demand: np.ndarray, count: int = 1) -> None:
         self.free[server] -= demand * count
 

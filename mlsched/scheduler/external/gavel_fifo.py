@@ -32,6 +32,8 @@ import random
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.errors import SpecError
 from mlsched.core.job import Arch, JobSpec
@@ -77,6 +79,13 @@ class GavelFifoPolicy(Policy):
         self._changed = False
         self._last_reset: float | None = None
         self._next = 0
+        # Per GPU type: releases so far, and, since the last, the smallest scale per worker
+        # bundle that did not fit (capacity only shrinks between releases: a job as large
+        # fails again, and a waiting job costs nothing per slot).
+        self._releases: dict[str, int] = {}
+        self._full: dict[str, tuple[int, dict[object, int]]] = {}
+        self._kind_of: dict[int, str] = {}  # server -> its type
+        self._index: dict[str, np.ndarray] = {}  # worker servers per type, as an index
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
@@ -84,10 +93,12 @@ class GavelFifoPolicy(Policy):
         self._ledger = CapacityLedger(cluster)
         self._rng = random.Random(context.seed)
         self._gpus, self._servers = {}, {}
+        self._releases, self._full, self._kind_of, self._index = {}, {}, {}, {}
         for i in cluster.worker_servers:
             server = cluster.servers[i]
             kind = server.gpu_type or ""
             self._servers.setdefault(kind, []).append(i)
+            self._kind_of[i] = kind
             # Gavel counts workers: a server's GPUs, or one worker where it names none.
             count = int(server.capacity.get("gpu", 0)) or 1
             self._gpus[kind] = self._gpus.get(kind, 0) + count
@@ -134,6 +145,9 @@ class GavelFifoPolicy(Policy):
         placement = self._running.pop(job_id, None)
         if placement is not None and self._ledger is not None:
             self._ledger.release(self._specs[job_id], placement)
+            for s, _ in placement.workers:
+                kind = self._kind_of[s]
+                self._releases[kind] = self._releases.get(kind, 0) + 1
 
     # The allocation (which type each job has) -------------------------------------------
     def _due(self, now: float) -> bool:
@@ -191,17 +205,30 @@ class GavelFifoPolicy(Policy):
         )
         for job_id in waiting:
             job = self._specs[job_id]
-            placement = self._place(job, self._type_of[job_id], ledger)
+            kind, scale = self._type_of[job_id], self._scale(job)
+            released = self._releases.get(kind, 0)
+            full = self._full.get(kind)
+            if full is None or full[0] != released:
+                full = self._full[kind] = (released, {})
+            if full[1].get(job.worker, scale + 1) <= scale:
+                continue  # one as large did not fit since the type's last release
+            placement = self._place(job, kind, ledger)
             if placement is not None:
                 self._running[job_id] = placement
+            else:
+                full[1][job.worker] = scale
         return Allocation(slot, self._running)
 
     def _place(self, job: JobSpec, kind: str, ledger: CapacityLedger) -> Placement | None:
         """The job's GPUs on servers of its type, fewest servers first (packed)."""
         left, taken = self._scale(job), []
         demand = ledger.cluster.demand_array(job.worker)
-        for s in self._servers.get(kind, ()):
-            k = min(left, ledger.max_count(s, demand))
+        servers = self._servers.get(kind, [])
+        index = self._index.get(kind)
+        if index is None:
+            index = self._index[kind] = np.array(servers, dtype=np.intp)
+        for s, room in zip(servers, ledger.max_counts(index, demand), strict=True):
+            k = min(left, room)
             if k > 0:
                 taken.append((s, k))
                 left -= k

@@ -29,6 +29,9 @@ __all__ = [
 MAX_ID_LEN = 128
 ID_CHARSET = "letters, digits, '.', '_' and '-', not starting with '.'"
 _ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+#: Short ids found valid (bounded): GPU and worker type names recur in every job spec.
+_VALID: set[tuple[str, int]] = set()
+_VALID_MAX = 4096
 
 
 def is_id(value: Any, max_len: int = MAX_ID_LEN) -> bool:
@@ -37,8 +40,12 @@ def is_id(value: Any, max_len: int = MAX_ID_LEN) -> bool:
 
 def check_id(value: Any, field: str, *, max_len: int = MAX_ID_LEN) -> str:
     """``value`` if it is a valid id, else a :class:`SpecError` naming ``field``."""
+    if type(value) is str and (value, max_len) in _VALID:  # a type name, again
+        return value
     if not is_id(value, max_len):
         raise SpecError(field, value, f"an id of 1-{max_len} characters: {ID_CHARSET}")
+    if len(_VALID) < _VALID_MAX and len(value) <= 16:  # short names recur (GPU types)
+        _VALID.add((value, max_len))
     return str(value)
 
 

@@ -102,6 +102,7 @@ class _Entry:
     state: _KeyState
     dc: np.ndarray
     dm: np.ndarray
+    generation: int  # the estimator's when made: entries of an older one are dropped
     version: int = -1  # the key's parameter version ``parts`` were computed with
     parts: tuple[float, float] = (0.0, 0.0)
     wire: float = -1.0  # the family's bytes per worker and iteration (-1: not yet known)
@@ -159,6 +160,7 @@ class RuntimeEstimator(RuntimeModel):
         # the last prediction, valid while its key's parameter version is unchanged.
         self._rows: dict[tuple[str, Placement], _Entry] = {}
         self._last: dict[str, tuple[Placement, _Entry]] = {}  # each job's latest entry
+        self._generation = 0  # bumped when the entries are dropped
         # Per key: sum of wire * moved, sum of wire^2, count, over the window's samples.
         self._byte_sums: dict[ProfileKey, list[float]] = {}
         self._model_version = 0  # bumped with every parameter change of any key
@@ -177,6 +179,7 @@ class RuntimeEstimator(RuntimeModel):
         self.cluster = cluster
         self._rows.clear()
         self._last.clear()
+        self._generation += 1
         self._model_version += 1
         self._cluster_epoch += 1
 
@@ -289,13 +292,14 @@ class RuntimeEstimator(RuntimeModel):
             if len(self._rows) > 200_000:  # bound memory on long simulations
                 self._rows.clear()
                 self._last.clear()
+                self._generation += 1
             dc, dm = self.family(job).design(job, placement, self.cluster)
             key = self.key(job, placement)
             state = self._keys.get(key)
             if state is None:
                 state = self._keys[key] = _KeyState(deque(maxlen=self._window))
                 self._keys_of.setdefault(key[:4], []).append(state)
-            entry = self._rows[ck] = _Entry(key, state, dc, dm)
+            entry = self._rows[ck] = _Entry(key, state, dc, dm, self._generation)
         self._last[job.job_id] = (placement, entry)
         return entry
 
@@ -414,6 +418,25 @@ class RuntimeEstimator(RuntimeModel):
         """:meth:`observe_predicted` of the measurement ``handle`` was made for, again: the
         same window append, check and prediction without building the measurement (a
         steady job, each slot). None where the entry has changed since: observe in full."""
+        entry = handle
+        if isinstance(entry, _Entry) and entry.generation == self._generation:
+            # The common case first: the key's exact fit predicted this very sample under
+            # the same parameters, so the window takes it again and nothing is checked
+            # (where the (job, placement) cache points elsewhere, it is only a cache).
+            state = entry.state
+            version = state.version
+            last = entry.latest
+            samples = state.samples
+            if (
+                entry.version == version
+                and entry.quiet is last
+                and entry.quiet_version == version
+                and state.exact
+                and (len(samples) < self._window or samples[0].moved is None)
+            ):
+                samples.append(last)  # type: ignore[arg-type]
+                pc, pm = entry.parts
+                return pc + pm
         cached = self._last.get(job.job_id)
         if cached is None or cached[1] is not handle:
             return None

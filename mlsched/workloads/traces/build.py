@@ -11,6 +11,7 @@ Arrivals are rounded up to the next slot boundary: a job never starts before it 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -93,6 +94,7 @@ def _safe_id(raw: str, used: set[str]) -> str:
     return candidate
 
 
+@functools.lru_cache(maxsize=4096)  # a trace names few models, over many jobs
 def _slug(text: str) -> str:
     return _UNSAFE.sub("-", text).strip(".-")[:100] or "unknown"
 
@@ -135,13 +137,18 @@ def _spec(job: TraceJob, job_id: str, arrival_slot: int, pin: bool) -> JobSpec:
         batches_per_chunk=iterations,
         min_workers=job.gpus,
         requested_workers=job.gpus,
-        worker=ResourceVector({"gpu": job.gpu_share}),
+        worker=_gpus(job.gpu_share),
         gpu_type=job.gpu_type if pin else None,
         compute_s=compute_s,
         compute_s_by_type=by_type,
         gradient_mb=0.0,
         weight=job.priority if job.priority is not None else 1.0,
     )
+
+
+@functools.lru_cache(maxsize=256)  # immutable: one bundle per GPU share, not per job
+def _gpus(share: float) -> ResourceVector:
+    return ResourceVector({"gpu": share})
 
 
 def _run_s(job: TraceJob, mix: Mapping[str, float]) -> float:

@@ -162,5 +162,5 @@ def register_workload(name: str, description: str) -> Callable[[G], G]:
 
 def registered_workloads() -> dict[str, GeneratorEntry]:
     """Name -> entry of every generator registered so far (the built-ins once
-    :mod:`mlsched.workloads.loading` is imported)."""
+    :func:`mlsched.workloads.loading.registered_workloads` has imported them)."""
     return dict(_REGISTRY)

@@ -1,7 +1,8 @@
 """Load a workload by name (a built-in generator) or from a file (YAML, JSON or CSV).
 
-Importing this module imports the built-in generators, which register themselves
-(:func:`mlsched.workloads.base.register_workload`).
+A name is looked up after the built-in generators are imported (they register
+themselves, :func:`mlsched.workloads.base.register_workload`); a trace read in place
+imports none of them.
 """
 
 from __future__ import annotations
@@ -12,20 +13,28 @@ from pathlib import Path
 from typing import Any
 
 from mlsched.core.errors import SpecError
-from mlsched.workloads import (  # noqa: F401  (importing registers the built-in generators)
-    demo,
-    dps,
-    gadget,
-    hetero,
-    oasis,
-    oasis_testbed,
-    pdors,
-)
-from mlsched.workloads.base import GeneratorEntry, Workload, registered_workloads
+from mlsched.workloads.base import GeneratorEntry, Workload
+from mlsched.workloads.base import registered_workloads as _registered
 from mlsched.workloads.trace import load_workload_file
 from mlsched.workloads.traps import warn_traps
 
 __all__ = ["builtin_workloads", "from_trace", "load_workload"]
+
+
+def registered_workloads() -> dict[str, GeneratorEntry]:
+    """Every registered generator, the built-in ones imported first (here, not at this
+    module's import: a trace read in place needs none of them)."""
+    from mlsched.workloads import (  # noqa: F401  (importing registers them)
+        demo,
+        dps,
+        gadget,
+        hetero,
+        oasis,
+        oasis_testbed,
+        pdors,
+    )
+
+    return _registered()
 
 
 def builtin_workloads() -> dict[str, str]:

@@ -229,11 +229,15 @@ class RuntimeEstimator(RuntimeModel):
         return (*self._base(job), self.hardware(job, placement) or "")
 
     def params(self, job: JobSpec, placement: Placement) -> np.ndarray:
-        fit = self.fits.get(self.key(job, placement))
+        hw = self.hardware(job, placement)
+        fit = self.fits.get((*self._base(job), hw or ""))  # key(): hardware found once
         if fit is not None and fit.ok:
             return fit.params
+        return self._prior(job, hw)
+
+    def _prior(self, job: JobSpec, hw: str | None) -> np.ndarray:
+        """The job's parameters on ``hw`` before any fit of its key."""
         fam = self.family(job)
-        hw = self.hardware(job, placement)
         prior = fam.prior(job, hw, self.cluster)
         if self._lookup is not None:
             self._profiled_prior(fam, job, hw, prior)
@@ -315,7 +319,12 @@ class RuntimeEstimator(RuntimeModel):
     def _parts(self, entry: _Entry, job: JobSpec, placement: Placement) -> tuple[float, float]:
         version = entry.state.version
         if entry.version != version:
-            params = self.params(job, placement)
+            fit = self.fits.get(entry.key)  # the entry's key is the (job, placement)'s
+            params = (
+                fit.params
+                if fit is not None and fit.ok
+                else self._prior(job, self.hardware(job, placement))
+            )
             entry.parts = (float(entry.dc @ params), float(entry.dm @ params))
             entry.version = version
         return entry.parts

@@ -7,6 +7,7 @@ ledger untouched and return None ("roll back the whole job", spec 001 §5.2).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -217,10 +218,9 @@ class RoundRobin:
 
     @staticmethod
     def _rotate(servers: list[int], start: int) -> list[int]:
-        if not servers:
-            return servers
-        k = next((i for i, s in enumerate(servers) if s >= start), 0)
-        return servers[k:] + servers[:k]
+        """``servers`` (ascending) from the first at or after ``start``, then the rest."""
+        k = bisect.bisect_left(servers, start)
+        return servers[k:] + servers[:k] if k < len(servers) else servers[:]
 
     def place(
         self,

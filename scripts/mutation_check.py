@@ -476,6 +476,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "Q2 passes a flat embedded-ratio sweep",
     ),
     Mutant(
+        "coast-after-a-pause",
+        "mlsched/engine/coast.py",
+        "                and c.last_slot == t - 1\n",
+        "",
+        ("tests/test_coast.py",),
+        "a job that paused coasts on when it resumes, its restart never charged",
+    ),
+    Mutant(
+        "coast-skips-the-window",
+        "mlsched/perfmodel/estimator.py",
+        "                samples.append(last)  # type: ignore[arg-type]",
+        "                pass",
+        ("tests/test_coast.py",),
+        "a coasted slot's measurement never reaches the model's window",
+    ),
+    Mutant(
         "bfp-replay-release-late",
         "mlsched/scheduler/offline/fixed_price.py",
         "end = t + int(model.together[i] if together else model.apart[i])",

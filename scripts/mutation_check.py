@@ -109,8 +109,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "engine-moved-servers-not-rechecked",
         "mlsched/engine/charges.py",
-        "if prev is p or prev == p:",
-        "if prev is p or (prev is not None and prev.n_workers == p.n_workers"
+        "if prev == p:",
+        "if prev == p or (prev is not None and prev.n_workers == p.n_workers"
         " and prev.n_ps == p.n_ps):",
         ("tests/test_engine.py",),
         "a job whose counts stay but whose servers move skips the capacity re-check",

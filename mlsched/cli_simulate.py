@@ -104,6 +104,10 @@ def run_simulate(config: Config, progress: ProgressFactory) -> int:
             raise SpecError("--policy-option", opts, expected) from None
     # With --json, stdout carries only the JSON document; the notes go to stderr.
     note = sys.stderr if config.json else sys.stdout
+    if config.trace_format is not None:  # what the import assumed, as `trace import` says
+        from mlsched.workloads.traces.cli import summary_lines
+
+        print("\n".join(summary_lines(workload.notes, has_cluster=True)), file=note)
     print(run_header(workload, config.seed), file=note)
     print(truth_line(config.truth, workload), file=note)
     if ringed:

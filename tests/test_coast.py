@@ -103,8 +103,9 @@ def _cli(*args: Any) -> None:
     assert main([str(a) for a in args]) == 0
 
 
-def test_simulate_reads_a_trace_in_place(tmp_path: Path) -> None:
-    """``simulate --trace-format`` runs the jobs ``trace import`` writes, in one process."""
+def test_simulate_reads_a_trace_in_place(tmp_path: Path, capsys: Any) -> None:
+    """``simulate --trace-format`` runs the jobs ``trace import`` writes, in one process,
+    and says what the import assumed."""
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps(generate_philly(60, cluster_gpus=32, seed=3)))
     cluster = tmp_path / "cluster.json"
@@ -113,8 +114,11 @@ def test_simulate_reads_a_trace_in_place(tmp_path: Path) -> None:
          "--out", tmp_path / "w.yaml")  # fmt: skip
     _cli("simulate", "--workload", tmp_path / "w.yaml", "--policy", "fifo",
          "--out", tmp_path / "two-step")  # fmt: skip
+    capsys.readouterr()
     _cli("simulate", "--workload", trace, "--trace-format", "philly", "--cluster", cluster,
          "--policy", "fifo", "--out", tmp_path / "one-step")  # fmt: skip
+    said = capsys.readouterr().out
+    assert "philly trace trace.json" in said and "assumed:" in said
     one = (tmp_path / "one-step" / "jobs.csv").read_text()
     assert one == (tmp_path / "two-step" / "jobs.csv").read_text()
     assert len(one.splitlines()) == 61

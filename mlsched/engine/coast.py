@@ -173,17 +173,15 @@ class Coasting:
         coast, running = self._coast, JobState.RUNNING
         for job_id, p in others:
             record = active.get(job_id)
-            steady = (
-                self.executor.steady(job_id, p)
-                if record is not None and record.state is running
-                else None
-            )
+            steady = None
+            if record is not None and record.state is running:
+                steady = self.executor.steady(job_id, p)
             handle = None
-            if steady is not None and steady.measurement_tail is not None:
-                handle = self.runtime.repeat_handle(record.spec, p, steady.compute_s, steady.comm_s)  # type: ignore[union-attr]
-                if handle is None:
+            if record is not None and steady is not None and steady.measurement_tail is not None:
+                handle = self.runtime.repeat_handle(record.spec, p, steady.compute_s, steady.comm_s)
+                if handle is None:  # the model has not seen this sample last: observe in full
                     steady = None
-            if steady is None or record is None:
+            if record is None or steady is None:
                 coast.pop(job_id, None)
                 continue
             coast[job_id] = Coast(

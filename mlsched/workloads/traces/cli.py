@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,13 @@ def run_trace(args: argparse.Namespace) -> int:
 
 
 def _print_summary(notes: dict[str, Any], written: list[Path], has_cluster: bool) -> None:
+    lines = summary_lines(notes, has_cluster)
+    lines.append("wrote " + ", ".join(str(p) for p in written))
+    print("\n".join(lines), file=sys.stdout)
+
+
+def summary_lines(notes: Mapping[str, Any], has_cluster: bool) -> list[str]:
+    """What an import found and assumed (its workload's notes), as printed."""
     s, src = notes["summary"], notes["source"]
     lines = [
         f"{src['format']} trace {src['file']}: {src['rows']} rows -> {s['jobs']} jobs",
@@ -161,8 +169,7 @@ def _print_summary(notes: dict[str, Any], written: list[Path], has_cluster: bool
         lines.append(f"    {text}")
     lines.append("  assumed:")
     lines += [f"    - {a}" for a in notes["assumptions"]]
-    lines.append("wrote " + ", ".join(str(p) for p in written))
-    print("\n".join(lines), file=sys.stdout)
+    return lines
 
 
 def _run_generate(args: argparse.Namespace) -> int:

@@ -486,8 +486,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "coast-skips-the-window",
         "mlsched/perfmodel/estimator.py",
-        "                samples.append(last)  # type: ignore[arg-type]",
-        "                pass",
+        "return self._again(entry, entry.latest, pc, pm)",
+        "return pc + pm",
         ("tests/test_coast.py",),
         "a coasted slot's measurement never reaches the model's window",
     ),

@@ -44,7 +44,6 @@ class Coast:
         "last_slot",
         "placement",
         "record",
-        "spec",
         "tail",
         "total",
         "units",
@@ -62,7 +61,6 @@ class Coast:
         iteration_s: float,
     ) -> None:
         self.record = record
-        self.spec: JobSpec = record.spec
         self.placement = placement
         self.units = units
         self.total = record.spec.total_work
@@ -87,9 +85,6 @@ class Coasting:
         self.errors = errors
         self._coast: dict[str, Coast] = {}
         self.slots = 0  # job-slots coasted
-
-    def __len__(self) -> int:
-        return len(self._coast)
 
     def drop(self, job_id: str | None = None) -> None:
         """Forget one job's coast (it ended) or, with None, every one (a reconfiguration)."""
@@ -159,7 +154,7 @@ class Coasting:
                 continue
             if c.tail is None:
                 continue
-            predicted = runtime.observe_repeat(c.handle, c.spec, c.placement)
+            predicted = runtime.observe_repeat(c.handle, c.record.spec, c.placement)
             if predicted is None:  # the model's entry changed: observe in full
                 full(t, _measurement((job_id, t, c.placement, *c.tail)))
                 continue

@@ -376,13 +376,8 @@ class RuntimeEstimator(RuntimeModel):
             and last.moved is None
         ):
             # The same job and placement measured the same again (a steady job in a
-            # noiseless simulation): the window takes the same sample once more.
-            if len(samples) == samples.maxlen and samples[0].moved is not None:
-                self._count_bytes(entry.key, samples[0], -1.0)
-            samples.append(last)
-            if not (entry.quiet is last and entry.quiet_version == state.version and state.exact):
-                self._settle(entry, last, pc, pm)
-            return pc + pm
+            # noiseless simulation).
+            return self._again(entry, last, pc, pm)
         if not (math.isfinite(compute) and compute >= 0 and math.isfinite(comm) and comm >= 0):
             log.warning(
                 "[perfmodel] ignoring measurement of %s in slot %d: times %s",
@@ -424,41 +419,28 @@ class RuntimeEstimator(RuntimeModel):
         return cached[1]
 
     def observe_repeat(self, handle: object, job: JobSpec, placement: Placement) -> float | None:
-        """:meth:`observe_predicted` of the measurement ``handle`` was made for, again: the
-        same window append, check and prediction without building the measurement (a
-        steady job, each slot). None where the entry has changed since: observe in full."""
+        """:meth:`observe_predicted` of the measurement ``handle`` was made for, again (a
+        steady job, each slot), without building the measurement. None where the model's
+        entries were dropped since: observe in full."""
         entry = handle
-        if isinstance(entry, _Entry) and entry.generation == self._generation:
-            # The common case first: the key's exact fit predicted this very sample under
-            # the same parameters, so the window takes it again and nothing is checked
-            # (where the (job, placement) cache points elsewhere, it is only a cache).
-            state = entry.state
-            version = state.version
-            last = entry.latest
-            samples = state.samples
-            if (
-                entry.version == version
-                and entry.quiet is last
-                and entry.quiet_version == version
-                and state.exact
-                and (len(samples) < self._window or samples[0].moved is None)
-            ):
-                samples.append(last)  # type: ignore[arg-type]
-                pc, pm = entry.parts
-                return pc + pm
-        cached = self._last.get(job.job_id)
-        if cached is None or cached[1] is not handle:
+        if not isinstance(entry, _Entry) or entry.generation != self._generation:
             return None
-        entry = cached[1]
-        if cached[0] is not placement:
-            self._last[job.job_id] = (placement, entry)
+        # The entry is the (job, placement)'s while its generation stands (only a drop of
+        # every entry replaces one); where the job's latest look-up was another placement's,
+        # that is a cache and nothing more.
+        assert entry.latest is not None
         state = entry.state
         pc, pm = (
             entry.parts if entry.version == state.version else self._parts(entry, job, placement)
         )
+        return self._again(entry, entry.latest, pc, pm)
+
+    def _again(self, entry: _Entry, last: _Sample, pc: float, pm: float) -> float:
+        """The entry's latest sample, ``last``, once more into its key's window (shared with
+        the key's other jobs), checked against the prediction (pc, pm) unless found quiet
+        before under the same parameters; returns the predicted iteration time."""
+        state = entry.state
         samples = state.samples
-        last = entry.latest
-        assert last is not None
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(entry.key, samples[0], -1.0)
         samples.append(last)

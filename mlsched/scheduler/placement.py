@@ -100,8 +100,7 @@ def _fill(
         return False
     left = count
     if one_at_a_time:
-        # Cycle over the servers, one task per visit (round-robin spreading); a small job
-        # takes the first servers with room.
+        # Cycle over the servers, one task per visit (round-robin spreading).
         live = list(servers)
         # On the first pass every live server still has the room the look below saw.
         first = len(live) > 1
@@ -110,12 +109,7 @@ def _fill(
             # in this fill either (it only loses capacity), so the passes skip it.
             # (Every server's row at once: cheaper than indexing the rows of ``live``.)
             room = np.all(demand <= ledger.free + 1e-9, axis=1).tolist()
-            if count == 1:  # the first with room: all a one-task fill visits
-                live = [next((s for s in live if room[s]), -1)]
-                if live[0] < 0:
-                    return False
-            else:
-                live = [s for s in live if room[s]]
+            live = [s for s in live if room[s]]
         while left and live:
             nxt = []
             for s in live:

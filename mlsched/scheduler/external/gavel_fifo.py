@@ -85,7 +85,7 @@ class GavelFifoPolicy(Policy):
         self._releases: dict[str, int] = {}
         self._full: dict[str, tuple[int, dict[object, int]]] = {}
         self._kind_of: dict[int, str] = {}  # server -> its type
-        self._index: dict[str, np.ndarray] = {}  # worker servers per type, as an index
+        self._index: dict[str, np.ndarray] = {}  # _servers as index arrays
 
     def setup(self, context: RunContext) -> None:
         super().setup(context)
@@ -93,7 +93,7 @@ class GavelFifoPolicy(Policy):
         self._ledger = CapacityLedger(cluster)
         self._rng = random.Random(context.seed)
         self._gpus, self._servers = {}, {}
-        self._releases, self._full, self._kind_of, self._index = {}, {}, {}, {}
+        self._releases, self._full, self._kind_of = {}, {}, {}
         for i in cluster.worker_servers:
             server = cluster.servers[i]
             kind = server.gpu_type or ""
@@ -102,6 +102,7 @@ class GavelFifoPolicy(Policy):
             # Gavel counts workers: a server's GPUs, or one worker where it names none.
             count = int(server.capacity.get("gpu", 0)) or 1
             self._gpus[kind] = self._gpus.get(kind, 0) + count
+        self._index = {k: np.array(v, dtype=np.intp) for k, v in self._servers.items()}
 
     # Jobs -------------------------------------------------------------------------------
     def _scale(self, job: JobSpec) -> int:
@@ -224,9 +225,7 @@ class GavelFifoPolicy(Policy):
         left, taken = self._scale(job), []
         demand = ledger.cluster.demand_array(job.worker)
         servers = self._servers.get(kind, [])
-        index = self._index.get(kind)
-        if index is None:
-            index = self._index[kind] = np.array(servers, dtype=np.intp)
+        index = self._index.get(kind, np.zeros(0, dtype=np.intp))
         for s, room in zip(servers, ledger.max_counts(index, demand), strict=True):
             k = min(left, room)
             if k > 0:

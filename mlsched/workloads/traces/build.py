@@ -137,18 +137,13 @@ def _spec(job: TraceJob, job_id: str, arrival_slot: int, pin: bool) -> JobSpec:
         batches_per_chunk=iterations,
         min_workers=job.gpus,
         requested_workers=job.gpus,
-        worker=_gpus(job.gpu_share),
+        worker=ResourceVector.parse({"gpu": job.gpu_share}, field="worker"),
         gpu_type=job.gpu_type if pin else None,
         compute_s=compute_s,
         compute_s_by_type=by_type,
         gradient_mb=0.0,
         weight=job.priority if job.priority is not None else 1.0,
     )
-
-
-@functools.lru_cache(maxsize=256)  # immutable: one bundle per GPU share, not per job
-def _gpus(share: float) -> ResourceVector:
-    return ResourceVector({"gpu": share})
 
 
 def _run_s(job: TraceJob, mix: Mapping[str, float]) -> float:

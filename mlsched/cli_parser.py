@@ -260,6 +260,8 @@ def nonneg_float(text: str) -> float:
 def key_values(pairs: Sequence[str], flag: str, example: str) -> dict[str, Any]:
     """``KEY=VALUE`` options as a mapping, each value read as a YAML scalar (``0.8`` a
     number, ``true`` a boolean); a malformed pair is refused naming ``flag``."""
+    if not pairs:
+        return {}
     import yaml
 
     from mlsched.core.errors import SpecError

@@ -240,6 +240,12 @@ JOB_ERRORS = [
         {"worker_types": {"V100": {"gpu": "x"}}}, "worker_types.V100.gpu", id="bad-typed-bundle"
     ),
     pytest.param({"compute_s": 0}, "compute_s", id="zero-compute"),
+    # Integers beyond float range: refused by their bound, not an OverflowError.
+    pytest.param({"epochs": 10**400}, "epochs", id="huge-int-epochs"),
+    pytest.param({"compute_s": 10**400}, "compute_s", id="huge-int-compute"),
+    pytest.param(
+        {"compute_s_by_type": {"V100": 10**400}}, "compute_s_by_type.V100", id="huge-typed-compute"
+    ),
     pytest.param(
         {"compute_s_by_type": {"V100": -1}}, "compute_s_by_type.V100", id="negative-typed-compute"
     ),

@@ -87,13 +87,16 @@ def _number(value: Any, path: str, what: str) -> float:
 
 def check_number(value: Any, path: str, bound: Bound) -> float | int:
     """``value`` if it is a number of the right kind within ``bound``, else a SpecError."""
-    if type(value) is float or type(value) is int:  # the common case, checked cheaply
-        number = float(value)
-        if math.isfinite(number) and bound.holds(number):
-            if not bound.integer:
-                return number
-            if type(value) is int or number.is_integer():
-                return int(value)
+    kind = type(value)
+    if kind is int:  # the common cases, checked cheaply (an int is compared exactly: one
+        # beyond float range is out of bounds, not an OverflowError)
+        if bound.holds(value):
+            return value if bound.integer else float(value)
+    elif kind is float and math.isfinite(value) and bound.holds(value):
+        if not bound.integer:
+            return value
+        if value.is_integer():
+            return int(value)
     what = bound.describe()  # built only for an error: it is a formatted string
     number = _number(value, path, what)
     if bound.integer:

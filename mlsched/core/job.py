@@ -106,6 +106,11 @@ _OPTIONAL = frozenset(
 )
 
 
+#: (field, bound, may be None) for every numeric field, in JOB_LIMITS' order.
+_NUMBERS = tuple((name, bound, name in _OPTIONAL) for name, bound in JOB_LIMITS.items())
+_COMPUTE_S = JOB_LIMITS["compute_s"]
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A validated, immutable job description.
@@ -177,12 +182,14 @@ class JobSpec:
             object.__setattr__(self, "sync", SyncMode.SYNC)
         if not isinstance(self.utility, Utility):
             raise bad("utility", "a Utility")
-        for name, bound in JOB_LIMITS.items():
-            value = getattr(self, name)
-            if value is not None or name not in _OPTIONAL:
-                number = check_number(value, name, bound)
-                if number is not value:  # an int where a float belongs, or the reverse
-                    object.__setattr__(self, name, number)
+        fields = self.__dict__
+        for name, bound, optional in _NUMBERS:
+            value = fields[name]
+            if value is None and optional:
+                continue
+            number = check_number(value, name, bound)
+            if number is not value:  # an int where a float belongs, or the reverse
+                object.__setattr__(self, name, number)
         if self.max_workers is None:
             object.__setattr__(
                 self, "max_workers", min(self.chunks, JOB_LIMITS["max_workers"].high)
@@ -205,18 +212,18 @@ class JobSpec:
             value = getattr(self, name)
             if not isinstance(value, ResourceVector):
                 object.__setattr__(self, name, ResourceVector.parse(value, field=name))
+        # Each mapping is copied (the spec owns what it holds); most jobs leave them empty.
         for name in ("worker_types", "ps_types"):
             types = {
-                check_id(k, f"{name}", max_len=64): ResourceVector.parse(v, field=f"{name}.{k}")
-                for k, v in dict(getattr(self, name)).items()
+                check_id(k, name, max_len=64): ResourceVector.parse(v, field=f"{name}.{k}")
+                for k, v in dict(fields[name]).items()
             }
             object.__setattr__(self, name, types)
-        by_type = {
-            check_id(k, "compute_s_by_type", max_len=64): check_number(
-                v, f"compute_s_by_type.{k}", JOB_LIMITS["compute_s"]
-            )
-            for k, v in dict(self.compute_s_by_type).items()
-        }
+        by_type: dict[str, float] = {}
+        for k, v in dict(self.compute_s_by_type).items():
+            check_id(k, "compute_s_by_type", max_len=64)
+            fast = type(v) is float and math.isfinite(v) and _COMPUTE_S.holds(v)
+            by_type[k] = v if fast else check_number(v, f"compute_s_by_type.{k}", _COMPUTE_S)
         object.__setattr__(self, "compute_s_by_type", by_type)
         object.__setattr__(self, "training", check_training(self.training))
         if self.hop_gbps is not None and self.arch is not Arch.ALLREDUCE:

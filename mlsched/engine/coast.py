@@ -119,20 +119,7 @@ class Coasting:
             others.append((job_id, p))
         return now, others, specs, remaining
 
-    def account(self, t: int, now: Mapping[str, Coast]) -> None:
-        """The coasting jobs' records after slot ``t`` (the engine's own update of a slot
-        that does not finish the job)."""
-        self.slots += len(now)
-        for c in now.values():
-            record = c.record
-            units = record.progress + c.units
-            total = c.total
-            record.progress = units if units < total else total
-            record.slots_run += 1
-            record.worker_slots += c.workers
-            c.last_slot = t
-
-    def observe(
+    def account(
         self,
         t: int,
         allocation: Allocation,
@@ -140,9 +127,11 @@ class Coasting:
         measurements: list[Measurement],
         full: Callable[[int, Measurement], None],
     ) -> None:
-        """Slot ``t``'s measurements in allocation order (the order the simulator reports
-        them in): the coasting jobs' repeated ones and ``measurements``, the others',
-        each by ``full``."""
+        """The coasting jobs' records after slot ``t`` (the engine's own update of a slot
+        that does not finish the job), and slot ``t``'s measurements in allocation order
+        (the order the simulator reports them in): the coasting jobs' repeated ones and
+        ``measurements``, the others', each by ``full``."""
+        self.slots += len(now)
         runtime, errors = self.runtime, self.errors
         n, i = len(measurements), 0
         for job_id in allocation.keys():  # noqa: SIM118  (keys(): not Mapping.__iter__)
@@ -152,9 +141,16 @@ class Coasting:
                     full(t, measurements[i])
                     i += 1
                 continue
+            record = c.record
+            units = record.progress + c.units
+            total = c.total
+            record.progress = units if units < total else total
+            record.slots_run += 1
+            record.worker_slots += c.workers
+            c.last_slot = t
             if c.tail is None:
                 continue
-            predicted = runtime.observe_repeat(c.handle, c.record.spec, c.placement)
+            predicted = runtime.observe_repeat(c.handle, record.spec, c.placement)
             if predicted is None:  # the model's entry changed: observe in full
                 full(t, _measurement((job_id, t, c.placement, *c.tail)))
                 continue

@@ -290,9 +290,14 @@ class Engine:
     def step(self) -> SlotOutcome:
         """Run one slot: arrivals, allocation, execution, accounting. Returns the slot's
         report with every state change and model error it brought."""
+        errors_before = len(self.model_errors)
+        report = self._step()
+        return SlotOutcome(report, tuple(self._changes), tuple(self.model_errors[errors_before:]))
+
+    def _step(self) -> SlotReport:
+        """:meth:`step`, returning the executor's report only (what :meth:`run` needs)."""
         t = self.slot
         self._changes = []
-        errors_before = len(self.model_errors)
         arrived = self._admit_arrivals(t)
         view = self.view()
         allocation = self._call("allocate", self.policy.allocate, t, view)
@@ -323,7 +328,7 @@ class Engine:
         self._account(t, allocation, report, now, others)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
         self.slot += 1
-        return SlotOutcome(report, tuple(self._changes), tuple(self.model_errors[errors_before:]))
+        return report
 
     def _move(self, record: JobRecord, state: JobState) -> None:
         """Move a job along the state machine (:data:`TRANSITIONS`); a move it does not
@@ -377,7 +382,7 @@ class Engine:
         """Step until done, ``until`` or a stall (returned)."""
         stalled = False
         while not self.done() and (until is None or self.slot < until):
-            self.step()
+            self._step()
             if progress is not None:
                 progress(self.slot)
             if self.stalled():
@@ -532,9 +537,6 @@ class Engine:
                     prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
                 )
                 record.completion_time_s = t * self.slot_seconds + offset
-        if now:
-            assert self._coasting is not None
-            self._coasting.account(t, now)
         fatal: list[tuple[str, str]] = []
         for job_id, failure in report.failures.items():
             failed = self.records.get(job_id)
@@ -555,7 +557,7 @@ class Engine:
         self._was_running = list(allocated)
         if now:
             assert self._coasting is not None
-            self._coasting.observe(t, allocation, now, report.measurements, self._observe)
+            self._coasting.account(t, allocation, now, report.measurements, self._observe)
         else:
             for m in report.measurements:
                 self._observe(t, m)

@@ -100,7 +100,7 @@ class Executor(ABC):
     ) -> None:
         """:meth:`apply`, with the jobs in ``skip`` running their steady slot (reported
         by the engine, not in this slot's report); ``jobs`` and ``remaining`` hold the
-        others only. Only an executor that :meth:`coasts` is given any."""
+        others only, in allocation order. Only an executor that :meth:`coasts` is given any."""
         if skip:
             raise NotImplementedError(f"{type(self).__name__} does not coast")
         self.apply(slot, allocation, jobs, remaining)

@@ -124,7 +124,8 @@ class SimulatedExecutor(Executor):
         self.truth = truth or TruthConfig()
         self._model = RuntimeEstimator(cluster, families)
         self._lookup = ProfileLookup(self.truth.profile) if self.truth.profile else None
-        self._rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._rng: np.random.Generator | None = None  # made at the first noisy slot
         self._last: dict[str, Placement] = {}
         self._seen: set[str] = set()
         # Start-up or restart seconds a job still owes (charged before it iterates), and
@@ -183,7 +184,7 @@ class SimulatedExecutor(Executor):
         restart seconds under ``p``: from the profile's cell where it has one (a cell of
         ``p``'s shape measured on a cluster as it is; a one-machine cell plus the wire time
         between servers, which it did not measure), else from the spec."""
-        compute, comm = self._model.iteration_parts(job, p)
+        compute, comm = self._model.prior_parts(job, p)
         startup, restart = self.truth.startup_s, self.truth.restart_s
         match = None
         if self._lookup is not None and p.n_workers > 0:
@@ -240,9 +241,10 @@ class SimulatedExecutor(Executor):
         slot_seconds = self.slot_seconds
         last, seen, last_parts, debts = self._last, self._seen, self._last_parts, self._debt
         progress, measurements = report.progress, report.measurements
-        for job_id, p in allocation.items():
-            if job_id in skip:  # its steady slot, accounted by the engine
-                continue
+        # Jobs in ``skip`` run their steady slot, accounted by the engine; ``jobs`` holds
+        # the others, in allocation order (the contract's).
+        run = allocation.items() if not skip else [(j, allocation[j]) for j in jobs]
+        for job_id, p in run:
             prev = last.get(job_id)
             cached = last_parts.get(job_id)
             if cached is not None and cached[0] is p:  # a running job keeps its placement
@@ -267,6 +269,8 @@ class SimulatedExecutor(Executor):
             usable = slot_seconds - lost
             left = remaining[job_id]
             if noise > 0:
+                if self._rng is None:
+                    self._rng = np.random.default_rng(self._seed)
                 factor = float(np.exp(self._rng.normal(0.0, noise)))
                 compute, comm = compute * factor, comm * factor
                 rate = truth.units_per_iter / (compute + comm) if rate > 0 else 0.0

@@ -329,6 +329,15 @@ class RuntimeEstimator(RuntimeModel):
             entry.version = version
         return entry.parts
 
+    def prior_parts(self, job: JobSpec, placement: Placement) -> tuple[float, float]:
+        """The (compute, communication) seconds per iteration the job's prior gives under
+        ``placement``, whatever was measured: what :meth:`iteration_parts` returns before
+        any fit of its key, computed without keeping anything (a truth built from the
+        specs reads it once per job and placement)."""
+        dc, dm = self.family(job).design(job, placement, self.cluster)
+        params = self._prior(job, self.hardware(job, placement))
+        return float(dc @ params), float(dm @ params)
+
     def units_per_iteration(self, job: JobSpec, placement: Placement) -> float:
         return self.family(job).units_per_iteration(job, placement)
 

@@ -101,27 +101,33 @@ def _fill(
     left = count
     if one_at_a_time:
         # Cycle over the servers, one task per visit (round-robin spreading).
-        live = list(servers)
-        # On the first pass every live server still has the room the look below saw.
-        first = len(live) > 1
-        if first:
+        live: Sequence[int] = servers
+        if len(servers) > 1:
             # One vectorised look first: a server that cannot take one task now cannot later
-            # in this fill either (it only loses capacity), so the passes skip it.
-            # (Every server's row at once: cheaper than indexing the rows of ``live``.)
+            # in this fill either (it only loses capacity), so the passes skip it, and on
+            # the first pass every server with room still has it. (Every server's row at
+            # once: cheaper than indexing the rows of ``servers``.)
             room = np.all(demand <= ledger.free + 1e-9, axis=1).tolist()
-            live = [s for s in live if room[s]]
+            live = []
+            for s in servers:
+                if not left:
+                    break
+                if room[s]:
+                    ledger.take(s, demand)
+                    taken[s] = taken.get(s, 0) + 1
+                    left -= 1
+                    live.append(s)
         while left and live:
             nxt = []
             for s in live:
                 if not left:
                     break
-                if first or ledger.fits(s, demand):
+                if ledger.fits(s, demand):
                     ledger.take(s, demand)
                     taken[s] = taken.get(s, 0) + 1
                     left -= 1
                     nxt.append(s)
             live = nxt
-            first = False
     else:
         for s in servers:
             if not left:

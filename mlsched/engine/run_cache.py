@@ -15,7 +15,6 @@ fresh run (``simulate(..., cache=False)``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import pickle
 import tempfile
@@ -47,6 +46,8 @@ def cache_dir() -> Path | None:
 def _code_fingerprint() -> bytes:
     """A digest of every module of the package: a result is reused only by the code that
     computed it."""
+    import hashlib  # loads OpenSSL: only where runs are cached
+
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*.py")):
         digest.update(str(path.relative_to(_PACKAGE)).encode())
@@ -56,6 +57,8 @@ def _code_fingerprint() -> bytes:
 
 def run_key(*inputs: Any) -> str:
     """The key of a run: its inputs, by value (:func:`canonical`), and the code."""
+    import hashlib
+
     digest = hashlib.sha256(_code_fingerprint())
     digest.update(pickle.dumps(canonical(inputs), protocol=5))
     return digest.hexdigest()

@@ -19,7 +19,6 @@ import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 from mlsched.core.job import JobSpec
@@ -191,6 +190,8 @@ def ring_placement_for(
 
 def _plugins() -> dict[str, str]:
     """Name -> ``module:Class`` of every installed plugin policy."""
+    from importlib.metadata import entry_points  # only where a name is not built in
+
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -29,8 +29,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mlsched.core.cluster import Cluster
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
@@ -386,6 +384,8 @@ def save_workload(workload: Workload, path: str | Path) -> Path:
     if p.suffix.lower() == ".json":
         p.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     elif p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
         p.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     else:
         raise SpecError("path", str(p), "a .yaml, .yml or .json file")

@@ -153,12 +153,17 @@ def checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
 def write_jobs_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     """Per-job rows (:func:`mlsched.engine.summary.job_rows`) as CSV; None is empty."""
     p = Path(path)
-    # Every key of every row, in first-seen order (rows of one run share their keys).
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+    columns = list(rows[0]) if rows else []
+    same = all(list(row) == columns for row in rows)  # one run's rows share their keys
+    if not same:  # every key of every row, in first-seen order
+        columns = list(dict.fromkeys(k for row in rows for k in row))
     with p.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
+        writer = csv.writer(handle)  # writes None as an empty field
         writer.writerow(columns)
-        writer.writerows(["" if (v := row.get(k)) is None else v for k in columns] for row in rows)
+        if same:
+            writer.writerows(row.values() for row in rows)
+        else:
+            writer.writerows([row.get(k) for k in columns] for row in rows)
     return p
 
 

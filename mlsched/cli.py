@@ -422,8 +422,9 @@ def run(config: Config) -> int:
         "train": lambda c: run_train(c.train) if c.train else 2,
     }
     if config.command in ("simulate", "experiment"):
-        from mlsched.core.batch_gc import batch_gc
+        from mlsched.core.batch_gc import batch_gc, no_exit_collection
 
+        no_exit_collection()
         with batch_gc():  # loading thousands of jobs, then the runs
             return handler[config.command](config)
     return handler[config.command](config)

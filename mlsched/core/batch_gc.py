@@ -11,11 +11,12 @@ keeps the defaults.
 
 from __future__ import annotations
 
+import atexit
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["BATCH_THRESHOLD", "batch_gc"]
+__all__ = ["BATCH_THRESHOLD", "batch_gc", "no_exit_collection"]
 
 #: Allocations between young-generation collections during batch work (default 700).
 BATCH_THRESHOLD = 100_000
@@ -36,3 +37,17 @@ def batch_gc() -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
+
+
+_exit_registered = False
+
+
+def no_exit_collection() -> None:
+    """Skip the interpreter's last full collection, over everything a batch command made
+    (about 20 ms after a 5,000-job trace run): an exit handler freezes what exists out of
+    it. Its cycles hold no resources (files are closed by ``with`` blocks, processes
+    joined) and the operating system reclaims the memory; other exit handlers still run."""
+    global _exit_registered
+    if not _exit_registered:
+        atexit.register(gc.freeze)
+        _exit_registered = True

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 __all__ = [
     "JOB_LIMITS",
     "MAX_DOCUMENT_BYTES",
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_DOCUMENT_NODES",
     "MAX_JOBS_PER_DOCUMENT",
     "MAX_PATH_LEN",
     "MAX_RESOURCE",
@@ -105,4 +107,7 @@ MAX_PATH_LEN = 1024
 
 #: A submitted job document, and the jobs in it.
 MAX_DOCUMENT_BYTES = 1 << 20
+#: Nesting a document may have, and nodes its YAML aliases may expand to.
+MAX_DOCUMENT_DEPTH = 64
+MAX_DOCUMENT_NODES = 1_000_000
 MAX_JOBS_PER_DOCUMENT = 10_000

@@ -112,12 +112,13 @@ def _add_generate(tsub: Any) -> None:
 def run_trace(args: argparse.Namespace) -> int:
     if args.trace_command == "generate":
         return _run_generate(args)
-    from mlsched.core.batch_gc import batch_gc
+    from mlsched.core.batch_gc import batch_gc, no_exit_collection
     from mlsched.workloads.trace import load_cluster_file
     from mlsched.workloads.traces import import_trace, write_workload
     from mlsched.workloads.traces.columns import parse_columns
 
     cluster = load_cluster_file(args.cluster) if args.cluster else None
+    no_exit_collection()
     with batch_gc():
         imported = import_trace(
             args.file,

@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
@@ -173,6 +172,8 @@ def agent_from_args(args: argparse.Namespace) -> Agent:
             node.name,
             f"{bound!r}, the agent its credential belongs to (or another mlsched agent-token)",
         )
+    import tempfile  # only the agent needs it: every other command starts without it
+
     workdir = Path(args.workdir or Path(tempfile.gettempdir()) / f"mlsched-agent-{node.name}")
     auth = ClientAuth(token, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key)
     client_channel(args.controller, auth).close()  # unreadable TLS files fail here, by flag

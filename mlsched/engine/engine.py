@@ -486,7 +486,8 @@ class Engine:
 
     # Allocation checks ------------------------------------------------------------------
     def _check_and_account(self, t: int, allocation: Allocation) -> None:
-        for job_id in allocation:
+        # Every allocated job active (a C-level look over the keys), else the first not.
+        for job_id in () if self._active.keys() >= allocation.keys() else allocation:
             if job_id not in self._active:
                 state = self.records[job_id].state.value if job_id in self.records else "unknown"
                 raise PolicyError(
@@ -508,6 +509,7 @@ class Engine:
         """Slot ``t``'s progress, failures, pauses and measurements; ``now``: the coasting
         jobs (:mod:`.coast`), ``others``: the rest of the allocation."""
         records_of, progress, running = self._active, report.progress, JobState.RUNNING
+        finished: list[str] = []  # the one road to DONE is below
         for job_id, p in allocation.items() if others is None else others:
             record = records_of[job_id]
             prog = progress.get(job_id)
@@ -537,6 +539,7 @@ class Engine:
                     prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
                 )
                 record.completion_time_s = t * self.slot_seconds + offset
+                finished.append(job_id)
         fatal: list[tuple[str, str]] = []
         for job_id, failure in report.failures.items():
             failed = self.records.get(job_id)
@@ -565,7 +568,9 @@ class Engine:
         for job_id, reason in fatal:  # the one road a failure ends a job by
             if not self.records[job_id].state.is_final:
                 self._end(job_id, JobState.FAILED, reason)
-        finished = [j for j, r in self._active.items() if r.state is JobState.DONE]
+        if len(finished) > 1:  # released and reported in the active jobs' order
+            done = set(finished)
+            finished = [j for j in self._active if j in done]
         for job_id in finished:
             self._charges.release(self._active.pop(job_id).spec)
         if finished:

@@ -57,8 +57,14 @@ class Placement:
     ring: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "workers", _normalise(self.workers, "workers"))
-        object.__setattr__(self, "ps", _normalise(self.ps, "ps"))
+        workers = _normalise(self.workers, "workers")
+        ps = _normalise(self.ps, "ps")
+        object.__setattr__(self, "workers", workers)
+        object.__setattr__(self, "ps", ps)
+        # The counts every placement is asked for, filled in here: a cached_property's
+        # first read takes a lock (Python 3.11), once per placement on the hot path.
+        object.__setattr__(self, "n_workers", sum(c for _, c in workers))
+        object.__setattr__(self, "n_ps", sum(c for _, c in ps))
         # Placements key every cache on the hot path: hash once.
         object.__setattr__(
             self, "_hash", hash((self.workers, self.ps, self.worker_type, self.ps_type, self.ring))
@@ -87,6 +93,7 @@ class Placement:
     ) -> Placement:
         return cls(tuple(workers.items()), tuple((ps or {}).items()), **kwargs)  # type: ignore[arg-type]
 
+    # n_workers and n_ps are filled in at construction; these say what they are.
     @cached_property
     def n_workers(self) -> int:
         return sum(c for _, c in self.workers)

@@ -151,7 +151,7 @@ class Charges:
 
     def _check_capacity(self, name: str, t: int, idx: list[int]) -> None:
         over = self.used[idx] - self.cluster.capacity[idx]
-        if np.any(over > 1e-6):
+        if (over > 1e-6).any():
             i, r = np.argwhere(over > 1e-6)[0]
             server = self.cluster.servers[idx[i]]
             resource = self.cluster.resource_names[r]

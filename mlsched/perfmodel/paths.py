@@ -25,7 +25,7 @@ def ring_order(placement: Placement) -> tuple[int, ...]:
     """Servers in ring order: the placement's explicit ring, else by server index."""
     if placement.ring:
         return placement.ring
-    return tuple(s for s, _ in placement.workers)
+    return tuple([s for s, _ in placement.workers])
 
 
 def ring_bottleneck_gbps(job: JobSpec, placement: Placement, cluster: Cluster) -> float:

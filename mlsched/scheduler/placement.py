@@ -107,7 +107,8 @@ def _fill(
             # in this fill either (it only loses capacity), so the passes skip it, and on
             # the first pass every server with room still has it. (Every server's row at
             # once: cheaper than indexing the rows of ``servers``.)
-            room = np.all(demand <= ledger.free + 1e-9, axis=1).tolist()
+            fits = demand <= ledger.free + 1e-9
+            room: list[bool] = np.logical_and.reduce(fits, axis=1).tolist()
             live = []
             for s in servers:
                 if not left:

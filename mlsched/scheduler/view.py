@@ -126,7 +126,8 @@ class CapacityLedger:
         return CapacityLedger(self.cluster, self.free)
 
     def fits(self, server: int, demand: np.ndarray, count: int = 1) -> bool:
-        return bool(np.all(demand * count <= self.free[server] + 1e-9))
+        need = demand if count == 1 else demand * count
+        return bool((need <= self.free[server] + 1e-9).all())
 
     def max_count(self, server: int, demand: np.ndarray) -> int:
         """How many tasks of ``demand`` fit on ``server``."""
@@ -144,10 +145,10 @@ class CapacityLedger:
         return [math.floor(r + 1e-9) for r in ratio.tolist()]
 
     def take(self, server: int, demand: np.ndarray, count: int = 1) -> None:
-        self.free[server] -= demand * count
+        self.free[server] -= demand if count == 1 else demand * count  # x * 1 is x: no copy
 
     def give(self, server: int, demand: np.ndarray, count: int = 1) -> None:
-        self.free[server] += demand * count
+        self.free[server] += demand if count == 1 else demand * count
 
     def place(self, job: JobSpec, placement: Placement) -> bool:
         """Take ``placement``'s resources if they all fit; leave the ledger unchanged if not."""

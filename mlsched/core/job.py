@@ -221,7 +221,10 @@ class JobSpec:
             raise bad("min_workers", f"at most max_workers ({self.worker_cap})")
         if self.requested_workers is not None and self.requested_workers > self.worker_cap:
             raise bad("requested_workers", f"at most max_workers ({self.worker_cap})")
-        if self.total_work > MAX_TOTAL_WORK:
+        # total_work, filled in here: a cached_property's first read takes a lock (3.11).
+        total = float(self.epochs * self.chunks * self.batches_per_chunk)
+        object.__setattr__(self, "total_work", total)
+        if total > MAX_TOTAL_WORK:
             raise bad(
                 "batches_per_chunk",
                 f"epochs * chunks * batches_per_chunk <= {MAX_TOTAL_WORK:g} "

@@ -486,10 +486,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "coast-skips-the-window",
         "mlsched/perfmodel/estimator.py",
-        "return self._again(entry, entry.latest, pc, pm)",
-        "return pc + pm",
+        "        samples.append(last)\n        if not (entry.quiet is last",
+        "        if not (entry.quiet is last",
         ("tests/test_coast.py",),
-        "a coasted slot's measurement never reaches the model's window",
+        "a repeated measurement (a steady job's, coasted or not) never reaches the window",
     ),
     Mutant(
         "bfp-replay-release-late",

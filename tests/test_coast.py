@@ -89,6 +89,30 @@ def test_a_trace_queue(tmp_path: Path, seed: int) -> None:
     assert coasted["fifo"] > 0
 
 
+@pytest.mark.parametrize("coast", [True, False])
+def test_every_measurement_enters_its_keys_window(tmp_path: Path, coast: bool) -> None:
+    """Each slot a job measured (one model error each) is one sample in its profile key's
+    window, a steady job's repeated sample included, coasted or stepped. Which bug fails
+    it: a repeat that updates the model error but skips the window (both ways alike, so
+    the runs above would still agree)."""
+    from mlsched.perfmodel.estimator import RuntimeEstimator
+
+    workload = _philly(tmp_path, 60, 32, 0)
+    runtime = RuntimeEstimator(workload.cluster, workload.runtime, window=1_000_000)
+    engine = build_engine(
+        workload.cluster,
+        create("fifo"),
+        workload.jobs,
+        slot_seconds=workload.slot_seconds,
+        horizon=workload.horizon_slots,
+        runtime=runtime,
+    )
+    result = engine.run(coast=coast)
+    windows = [len(state.samples) for state in runtime._keys.values()]
+    assert sum(windows) == len(result.model_errors) > len(workload.jobs)
+    assert (engine.coasted_slots > 0) is coast
+
+
 def test_noise_turns_coasting_off(tmp_path: Path) -> None:
     """A noisy truth makes every slot its own: nothing may coast."""
     workload = _philly(tmp_path, 40, 32, 0)

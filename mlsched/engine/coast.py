@@ -31,7 +31,6 @@ from mlsched.perfmodel.estimator import RuntimeEstimator
 
 __all__ = ["Coast", "Coasting"]
 
-_model_error = partial(tuple.__new__, ModelError)
 _measurement = partial(tuple.__new__, Measurement)
 
 
@@ -133,6 +132,7 @@ class Coasting:
         ``measurements``, the others', each by ``full``."""
         self.slots += len(now)
         runtime, errors = self.runtime, self.errors
+        new, error = tuple.__new__, ModelError  # one model error per coasted job-slot
         n, i = len(measurements), 0
         for job_id in allocation.keys():  # noqa: SIM118  (keys(): not Mapping.__iter__)
             c = now.get(job_id)
@@ -154,7 +154,7 @@ class Coasting:
             if predicted is None:  # the model's entry changed: observe in full
                 full(t, _measurement((job_id, t, c.placement, *c.tail)))
                 continue
-            errors.append(_model_error((job_id, t, predicted, c.iteration_s)))
+            errors.append(new(error, (job_id, t, predicted, c.iteration_s)))
         while i < n:
             full(t, measurements[i])
             i += 1

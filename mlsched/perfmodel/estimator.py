@@ -386,7 +386,9 @@ class RuntimeEstimator(RuntimeModel):
         ):
             # The same job and placement measured the same again (a steady job in a
             # noiseless simulation).
-            return self._again(entry, last, pc, pm)
+            repeated = self.observe_repeat(entry, job, placement)
+            assert repeated is not None  # the entry was just looked up: its generation stands
+            return repeated
         if not (math.isfinite(compute) and compute >= 0 and math.isfinite(comm) and comm >= 0):
             log.warning(
                 "[perfmodel] ignoring measurement of %s in slot %d: times %s",
@@ -436,24 +438,19 @@ class RuntimeEstimator(RuntimeModel):
             return None
         # The entry is the (job, placement)'s while its generation stands (only a drop of
         # every entry replaces one); where the job's latest look-up was another placement's,
-        # that is a cache and nothing more.
-        assert entry.latest is not None
+        # that is a cache and nothing more. Its latest sample goes once more into its key's
+        # window (shared with the key's other jobs), checked against the prediction unless
+        # found quiet before under the same parameters.
+        last = entry.latest
+        assert last is not None
         state = entry.state
-        pc, pm = (
-            entry.parts if entry.version == state.version else self._parts(entry, job, placement)
-        )
-        return self._again(entry, entry.latest, pc, pm)
-
-    def _again(self, entry: _Entry, last: _Sample, pc: float, pm: float) -> float:
-        """The entry's latest sample, ``last``, once more into its key's window (shared with
-        the key's other jobs), checked against the prediction (pc, pm) unless found quiet
-        before under the same parameters; returns the predicted iteration time."""
-        state = entry.state
+        version = state.version
+        pc, pm = entry.parts if entry.version == version else self._parts(entry, job, placement)
         samples = state.samples
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(entry.key, samples[0], -1.0)
         samples.append(last)
-        if not (entry.quiet is last and entry.quiet_version == state.version and state.exact):
+        if not (entry.quiet is last and entry.quiet_version == version and state.exact):
             self._settle(entry, last, pc, pm)
         return pc + pm
 

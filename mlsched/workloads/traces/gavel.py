@@ -96,7 +96,8 @@ def read_gavel(path: Path, reading: Reading, table: Table) -> None:
         for number_, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            with reading.row(f"{where}: line {number_}"):
+            reading.rows += 1  # Reading.row's work inline: a row's location is made on error
+            try:
                 cells = line.rstrip("\r\n").split("\t")
                 if len(cells) != len(_FIELDS):
                     raise SpecError(
@@ -108,6 +109,8 @@ def read_gavel(path: Path, reading: Reading, table: Table) -> None:
                 if job is not None:
                     slo += cells[8].strip() not in ("-1", "-1.0", "-1.000000", "")
                     reading.add(job)
+            except SpecError as err:
+                reading.invalid(err, f"{where}: line {number_}")
     if slo:
         reading.assume(f"SLOs of {slo} jobs ignored (mlsched utilities are not SLOs)")
 

@@ -86,12 +86,17 @@ class Reading:
         try:
             yield
         except SpecError as err:
-            located = err.at(where)
-            if not self.skip_invalid:
-                raise located from None
-            self.skipped["invalid"] += 1
-            if len(self.errors) < _KEEP_ERRORS:
-                self.errors.append(str(located))
+            self.invalid(err, where)
+
+    def invalid(self, err: SpecError, where: str) -> None:
+        """A row found invalid (:meth:`row`'s handling, for a reader that counts its rows
+        itself): ``err`` located at ``where`` and raised, or counted with ``skip_invalid``."""
+        located = err.at(where)
+        if not self.skip_invalid:
+            raise located from None
+        self.skipped["invalid"] += 1
+        if len(self.errors) < _KEEP_ERRORS:
+            self.errors.append(str(located))
 
     def add(self, job: TraceJob) -> None:
         self.jobs.append(job)

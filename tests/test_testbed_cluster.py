@@ -182,7 +182,10 @@ def _replays_the_same(db: Path) -> None:
 
     outcome = replay_state(db)
     assert outcome.first_difference is None, outcome.describe()
-    assert outcome.slots >= 2 and sum(len(d.allocations) for d in outcome.replayed) >= 2
+    # Allocations are the placements held after each slot: a job that starts and finishes
+    # inside one slot holds none, so on a fast machine one of the two may never be seen.
+    # The tampered replay below shows the comparison can fail.
+    assert outcome.slots >= 2 and sum(len(d.allocations) for d in outcome.replayed) >= 1
     assert sum(len(d.admissions) for d in outcome.replayed) == 2
     tampered = db.with_name("tampered.db")
     with sqlite3.connect(db) as src, sqlite3.connect(tampered) as dst:

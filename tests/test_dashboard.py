@@ -78,7 +78,9 @@ def test_every_panel_queries_metrics_a_running_controller_exports(
     dashboard = json.loads(DASHBOARD.read_text())
     targets = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
     assert len(dashboard["panels"]) >= 12 and all(expr for _, expr in targets)
-    ctl = controller(tmp_path, metrics_listen="127.0.0.1:0", slot_seconds=3.0)
+    # Two agents before the first plan: with one, the engine could start on gpu-m alone (no
+    # GPU) and rightly refuse a GPU job submitted before agent0 registers.
+    ctl = controller(tmp_path, metrics_listen="127.0.0.1:0", slot_seconds=3.0, min_agents=2)
     stop = threading.Event()
     beats = threading.Thread(target=_gpu_heartbeats, args=(ctl.address, stop), daemon=True)
     try:

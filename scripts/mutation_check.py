@@ -529,13 +529,21 @@ def run_tests(tree: Path, args: tuple[str, ...]) -> tuple[str, float]:
     return "fail", took
 
 
+def find_problem(m: Mutant, text: str) -> str | None:
+    """Why ``m`` cannot be planted in ``text`` (its file's): its text must occur once."""
+    count = text.count(m.find)
+    if count == 1:
+        return None
+    return f"mutant {m.name}: {m.find!r} occurs {count} times in {m.path}, not once"
+
+
 def apply(tree: Path, m: Mutant) -> str:
     """Plant ``m`` in ``tree``; returns the original text to restore."""
     file = tree / m.path
     text = file.read_text()
-    count = text.count(m.find)
-    if count != 1:
-        raise SystemExit(f"mutant {m.name}: {m.find!r} occurs {count} times in {m.path}, not once")
+    problem = find_problem(m, text)
+    if problem is not None:
+        raise SystemExit(problem)
     file.write_text(text.replace(m.find, m.replace))
     return text
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cluster_helpers import controller, mlp_job
 
-from mlsched.cli import main
+from mlsched.cli import get_args_parser, main
 from mlsched.controller.tenancy import most_gpus
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
@@ -220,6 +220,21 @@ def test_names_and_tokens_are_each_one_users(tmp_path: Path) -> None:
     path.chmod(path.stat().st_mode | stat.S_IWOTH)
     with pytest.raises(SpecError, match="only its owner can write"):
         load_users(path)
+
+
+def test_a_new_token_never_starts_with_a_dash_so_the_command_line_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One urlsafe draw in 64 starts with ``-``, which argparse reads as an option after
+    ``--token`` ("expected one argument"): such a draw is drawn again."""
+    import mlsched.net.auth as auth
+
+    draws = iter(["-leads-with-a-dash", "_fine-after-all"])
+    monkeypatch.setattr(auth.secrets, "token_urlsafe", lambda n: next(draws))
+    token = add_user(tmp_path / "users.yaml", "carol")
+    assert token == "_fine-after-all"
+    args = get_args_parser().parse_args(["status", "--token", token])
+    assert args.token == token
 
 
 def test_the_user_command_adds_lists_and_removes(

@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -435,11 +434,11 @@ def _refuse_live_state(path: Path) -> None:
 
 def _secret_file(path: Path) -> str:
     """The secret in ``path``, made (owner-only) when the file is missing."""
-    from mlsched.net.auth import write_private_file
+    from mlsched.net.auth import new_secret, write_private_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         return path.read_text(encoding="utf-8").strip()
-    value = secrets.token_urlsafe(32)
+    value = new_secret()
     write_private_file(path, (value + "\n").encode())
     return value

@@ -25,6 +25,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import secrets
 import socket
 import stat
 from collections.abc import Callable
@@ -44,6 +45,7 @@ __all__ = [
     "check_listen",
     "client_channel",
     "is_loopback",
+    "new_secret",
     "read_secret_file",
     "read_token",
     "server_credentials",
@@ -63,6 +65,16 @@ _AGENT_PREFIX = "agent:"
 def write_private_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` readable by its owner only, atomically (:func:`write_file`)."""
     write_file(path, data, 0o600)
+
+
+def new_secret() -> str:
+    """A new random token (256 bits, URL-safe) that never starts with ``-``: a token is
+    handed to commands as ``--token TOKEN``, and argparse takes a value that starts with
+    ``-`` for an option (one draw in 64 did)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def write_file(path: Path, data: bytes, mode: int) -> None:

@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import logging
 import os
-import secrets
 import stat
 import threading
 import time
@@ -38,7 +37,7 @@ import grpc
 from mlsched.core.documents import load_document
 from mlsched.core.errors import SpecError
 from mlsched.core.ids import check_id
-from mlsched.net.auth import bearer_token, write_file
+from mlsched.net.auth import bearer_token, new_secret, write_file
 
 __all__ = [
     "ADMIN",
@@ -290,7 +289,7 @@ def add_user(
     check_id(name, "name", max_len=64)
     if name == OPERATOR or any(e.get("name") == name for e in entries):
         raise SpecError("name", name, f"a name not in {where} yet (and not {OPERATOR!r})")
-    token = secrets.token_urlsafe(32)
+    token = new_secret()
     entry: dict[str, Any] = {"name": name, "token_sha256": token_digest(token)}
     if admin:
         entry["role"] = "admin"

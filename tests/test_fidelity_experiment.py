@@ -1,6 +1,6 @@
 """The fidelity experiment's smaller form, for real: four MLP jobs of three kinds under two
 policies on an emulated cluster with stand-in device slices, against the simulator with the
-profile measured in the same slices before and after the real runs (about 7 minutes;
+profile measured in the same slices before and after the real runs (about 5 minutes;
 `make soak`).
 
 It reports the experiment's own goals (docs/fidelity.md): per-job median error <= 10 %,
@@ -52,7 +52,7 @@ def _run(out: Path) -> tuple[str, dict]:
 
 
 @pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ok")
-@pytest.mark.timeout(1200)  # about 7 minutes: a profile of 3 cells twice, 2 real runs
+@pytest.mark.timeout(1200)  # about 5 minutes: a profile of 3 cells (at once) twice, 2 real runs
 def test_the_simulator_predicts_the_testbed_within_the_goals(tmp_path: Path) -> None:
     """One run: the goals (per-job median error <= 10 %, each policy's mean within 10 %,
     the same ranking) are reported, and what must hold is the regression bounds

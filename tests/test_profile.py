@@ -28,7 +28,7 @@ from mlsched.perfmodel.profile import (
     mean_profile,
     to_gavel,
 )
-from mlsched.profiling.grid import Grid, run_grid
+from mlsched.profiling.grid import Grid, cells_at_once, run_grid
 from mlsched.profiling.measure import Settings
 
 GAVEL = {
@@ -123,15 +123,19 @@ def test_gavel_tables_come_in_and_go_out_as_steps_per_second() -> None:
 def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Two cells measured at once, each in a process of its own, reported and kept in the
+    grid's order; the file then resumes rather than measures again."""
     out = tmp_path / "profile.json"
-    grid = Grid(models=("mlp",), kinds=("ps_async",), workers=(1,))
+    grid = Grid(models=("mlp",), kinds=("ps_async", "ring"), workers=(1,))
     settings = Settings(steps=5, warmup=1, resume_steps=1, repeats=2, image_sizes=(("mlp", 16),))
     said: list[str] = []
-    run = run_grid(grid, settings, out, say=said.append)
-    assert not run.failed and run.measured == [("mlp", "ps_async", 1)]
-    assert said[0].endswith("1 cells on cpu, 0 already measured, 1 to go")
+    run = run_grid(grid, settings, out, say=said.append, at_once=2)
+    assert not run.failed and run.measured == [("mlp", "ps_async", 1), ("mlp", "ring", 1)]
+    assert said[0].endswith("2 cells on cpu, 0 already measured, 2 to go")
+    assert said[1].startswith("[1/2] mlp ps_async x1: ") and said[2].startswith("[2/2] mlp ring")
     profile = load_profile(out)
-    [cell] = profile.cells
+    cell, ring = profile.cells
+    assert ring.key == ("mlp", "ring", 1, "cpu", "") and ring.restart_s is not None
     assert cell.key == ("mlp", "ps_async", 1, "cpu", "") and cell.source == "measured"
     assert (cell.batch_size, cell.image_size) == (32, 16)  # the model's own image size
     assert profile.settings["image_sizes"] == {"mlp": 16}
@@ -143,7 +147,7 @@ def test_a_measured_cell_adds_up_and_a_second_run_resumes_it(
     assert cell.restart_s > cell.checkpoint_save_s > 0
     assert profile.settings["steps"] == 5 and profile.machine["cores"] >= 1
     again = run_grid(grid, settings, out, say=said.append)
-    assert (again.kept, again.measured) == (1, []) and load_profile(out) == profile
+    assert (again.kept, again.measured) == (2, []) and load_profile(out) == profile
     with pytest.raises(SpecError) as err:
         run_grid(
             grid,
@@ -196,6 +200,23 @@ def test_a_share_below_the_kernels_floor_is_refused_by_name() -> None:
     with pytest.raises(SpecError, match="cpus"):
         Settings(cpus=0.01)
     assert Settings(cpus=0.3).to_dict()["cpus"] == 0.3 and "cpus" not in Settings().to_dict()
+
+
+def test_cells_are_measured_at_once_only_in_slices_that_fit_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slices of 0.25 cores a rank and 0.2 a PS: 0.45 + 0.5 + 0.7 = 1.65 cores for these
+    three cells, with 0.2 to spare: at once on two cores, one at a time on one; without
+    slices (a whole machine or a GPU each) never at once."""
+    cells = [("mlp", "ps_async", 1), ("mlp", "ring", 2), ("mlp", "ps_sync", 2)]
+    sliced = Settings(device_cores=0.25, ps_cores=0.2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert cells_at_once(cells, sliced) == 3
+    assert cells_at_once(cells, Settings()) == 1
+    assert cells_at_once(cells[:1], sliced) == 1
+    assert cells_at_once([*cells, ("mlp", "ring", 1)], sliced) == 1  # 1.65 + 0.25 + 0.2 > 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert cells_at_once(cells, sliced) == 1
 
 
 def test_two_measurements_of_a_profile_average_field_by_field() -> None:

@@ -35,7 +35,7 @@ from mlsched.emulation.topology import EmulationSpec
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.profile import Profile, load_profile, mean_profile
-from mlsched.profiling.grid import cells_for_jobs, run_grid
+from mlsched.profiling.grid import cells_at_once, cells_for_jobs, run_grid
 from mlsched.profiling.measure import SLICED_STEPS, Settings
 
 __all__ = [
@@ -135,8 +135,10 @@ def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
 def _measure_profile(
     jobs: Sequence[dict[str, Any]], spec: EmulationSpec, path: Path, say: Callable[[str], None]
 ) -> Profile:
-    run = run_grid(cells_for_jobs(jobs), profile_settings(spec), path, device_type=spec.gpu_type,
-                   say=say)  # fmt: skip
+    # The cells at once where their slices fit the machine: the real runs' jobs share it so.
+    cells, settings = cells_for_jobs(jobs), profile_settings(spec)
+    run = run_grid(cells, settings, path, device_type=spec.gpu_type, say=say,
+                   at_once=cells_at_once(cells.cells(), settings))  # fmt: skip
     if run.failed:
         cell, why = run.failed[0]
         raise RuntimeError(f"profile cell {' '.join(map(str, cell))} failed: {why}")

@@ -4,22 +4,38 @@ The run writes the file after every cell (atomically), so an interrupted run kee
 measured; run again with the same file and settings, it measures only the cells missing.
 A file measured elsewhere (another machine, device or settings) is refused, the differing
 field named: one file holds the numbers of one machine.
+
+Cells in stand-in device slices may be measured at once (``at_once``, each cell in a process
+of its own, so each has slice groups of its own): where the slices of all of them fit in the
+machine's cores, each process still gets its share, as the jobs of a real run on that
+machine share it (:func:`cells_at_once`).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlsched.core.errors import SpecError
-from mlsched.perfmodel.profile import KINDS, Profile, load_profile
+from mlsched.perfmodel.profile import KINDS, Cell, Profile, kind_arch, load_profile
 from mlsched.profiling.measure import Settings, device_info, machine_info, measure_cell
 
-__all__ = ["MAX_CELLS", "CellList", "Grid", "ProfileRun", "cells_for_jobs", "run_grid"]
+__all__ = [
+    "MAX_CELLS",
+    "CellList",
+    "Grid",
+    "ProfileRun",
+    "cells_at_once",
+    "cells_for_jobs",
+    "run_grid",
+]
 
 #: A grid measures at most this many cells (each is two real runs of a job).
 MAX_CELLS = 200
@@ -108,6 +124,20 @@ class ProfileRun:
     failed: list[tuple[tuple[str, str, int], str]]
 
 
+def cells_at_once(cells: Sequence[tuple[str, str, int]], settings: Settings) -> int:
+    """How many of ``cells`` :func:`run_grid` may measure at once: all of them where each
+    process runs in a device slice and the slices of all of them fit in the cores this
+    process may use (with a fifth of a core to spare for this process), else one."""
+    slices = settings.slices()
+    if slices is None or len(cells) < 2:
+        return 1
+    demand = sum(
+        workers * slices.device_cores + (slices.ps_cores if kind_arch(kind)[0] == "ps" else 0.0)
+        for _, kind, workers in cells
+    )
+    return len(cells) if demand + 0.2 <= len(os.sched_getaffinity(0)) else 1
+
+
 def run_grid(
     grid: Grid | CellList,
     settings: Settings,
@@ -115,8 +145,10 @@ def run_grid(
     *,
     device_type: str | None = None,
     say: Callable[[str], None] = print,
+    at_once: int = 1,
 ) -> ProfileRun:
-    """Measure every cell of ``grid`` not yet in ``out`` and write ``out`` after each."""
+    """Measure every cell of ``grid`` not yet in ``out`` and write ``out`` after each
+    (``at_once`` cells at a time, :func:`cells_at_once`; reported in the grid's order)."""
     from mlsched.trainers.allreduce.horovod import horovod_available
 
     machine, device = machine_info(), device_info(settings.device)
@@ -132,19 +164,19 @@ def run_grid(
         f"profile {out}: {grid.size} cells on {dtype}, {run.kept} already measured, {len(todo)} to go"
     )
     started = time.monotonic()
+    runnable = []
     for i, (model, kind, workers) in enumerate(todo, 1):
-        cell = (model, kind, workers)
         if kind == "horovod" and not horovod_available():
-            run.skipped.append((cell, "Horovod not installed (make horovod)"))
+            run.skipped.append(((model, kind, workers), "Horovod not installed (make horovod)"))
             say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: skipped, Horovod not installed")
+        else:
+            runnable.append((i, (model, kind, workers)))
+    for i, cell, measured in _measured(runnable, dtype, settings, at_once):
+        model, kind, workers = cell
+        if isinstance(measured, str):
+            run.failed.append((cell, measured))
+            say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: FAILED {measured[:200]}")
             continue
-        with tempfile.TemporaryDirectory(prefix="mlsched-profile-") as work:
-            try:
-                measured = measure_cell(model, kind, workers, dtype, settings, Path(work))
-            except (RuntimeError, OSError, ValueError) as err:
-                run.failed.append((cell, str(err)[:300]))
-                say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: FAILED {str(err)[:200]}")
-                continue
         run.profile = run.profile.with_cell(measured)
         run.profile.save(out)
         run.measured.append(cell)
@@ -157,6 +189,38 @@ def run_grid(
     if not run.measured and not out.exists():
         run.profile.save(out)  # an empty grid run still leaves a file that says where
     return run
+
+
+def _measure_one(cell: tuple[str, str, int], dtype: str, settings: Settings) -> Cell | str:
+    """One cell measured in a directory of its own; a failure's reason instead of a cell."""
+    with tempfile.TemporaryDirectory(prefix="mlsched-profile-") as work:
+        try:
+            return measure_cell(*cell, dtype, settings, Path(work))
+        except (RuntimeError, OSError, ValueError) as err:
+            return str(err)[:300]
+
+
+def _measured(
+    runnable: Sequence[tuple[int, tuple[str, str, int]]], dtype: str, settings: Settings,
+    at_once: int,
+) -> Iterator[tuple[int, tuple[str, str, int], Cell | str]]:  # fmt: skip
+    """Each cell's outcome, in order; ``at_once`` > 1: measured meanwhile in processes of
+    their own (spawned: the cells' slice groups are named by process)."""
+    if at_once <= 1 or len(runnable) < 2:
+        for i, cell in runnable:
+            yield i, cell, _measure_one(cell, dtype, settings)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(at_once, len(runnable)), mp_context=ctx) as pool:
+        futures = [
+            (i, cell, pool.submit(_measure_one, cell, dtype, settings)) for i, cell in runnable
+        ]
+        for i, cell, future in futures:
+            try:
+                got = future.result()
+            except BrokenExecutor as err:  # a measuring process died: the cell failed
+                got = f"its measuring process ended abruptly ({err})"
+            yield i, cell, got
 
 
 def _type_name(name: str) -> str:

@@ -14,7 +14,6 @@ machine share it (:func:`cells_at_once`).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 from mlsched.core.errors import SpecError
 from mlsched.perfmodel.profile import KINDS, Cell, Profile, kind_arch, load_profile
 from mlsched.profiling.measure import Settings, device_info, machine_info, measure_cell
+from mlsched.trainers.cpu_share import usable_cores
 
 __all__ = [
     "MAX_CELLS",
@@ -132,10 +132,11 @@ def cells_at_once(cells: Sequence[tuple[str, str, int]], settings: Settings) -> 
     if slices is None or len(cells) < 2:
         return 1
     demand = sum(
-        workers * slices.device_cores + (slices.ps_cores if kind_arch(kind)[0] == "ps" else 0.0)
+        slices.cores(ps=False, ranks=workers)
+        + (slices.cores(ps=True, ranks=0) if kind_arch(kind)[0] == "ps" else 0.0)
         for _, kind, workers in cells
     )
-    return len(cells) if demand + 0.2 <= len(os.sched_getaffinity(0)) else 1
+    return len(cells) if demand + 0.2 <= usable_cores() else 1
 
 
 def run_grid(

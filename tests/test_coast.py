@@ -89,6 +89,35 @@ def test_a_trace_queue(tmp_path: Path, seed: int) -> None:
     assert coasted["fifo"] > 0
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_key_refitted_while_its_jobs_coast(seed: int) -> None:
+    """Jobs of one profile key (same model, batch size and GPU type) whose speeds disagree
+    (compute_s per job), arriving one after another: each newcomer's first sample refits
+    the key while the earlier jobs coast on a quiet repeat, so their predictions and
+    quietness change under them. Which bug fails it: a coasted repeat kept on its shortcut
+    (an append and the old prediction) after its key's parameters or exactness changed."""
+    from dataclasses import replace
+
+    demo = load_workload("demo", seed=seed)
+    base = demo.jobs[0]
+    rng = np.random.default_rng(seed)
+    jobs = tuple(
+        replace(
+            base,
+            job_id=f"same-key-{i}",
+            arrival_slot=int(3 * i + rng.integers(0, 3)),
+            compute_s=float(rng.uniform(0.03, 0.12)),
+            epochs=int(rng.integers(200, 600)),
+        )
+        for i in range(6)
+    )
+    workload = replace(demo, jobs=jobs, horizon_slots=None)
+    coasted = 0
+    for policy in ("fifo", "drf"):
+        coasted += _same_runs(workload, policy, seed, TruthConfig())
+    assert coasted > 0, "nothing coasted: the test checks nothing"
+
+
 @pytest.mark.parametrize("coast", [True, False])
 def test_every_measurement_enters_its_keys_window(tmp_path: Path, coast: bool) -> None:
     """Each slot a job measured (one model error each) is one sample in its profile key's

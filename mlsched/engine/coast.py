@@ -8,7 +8,9 @@ slot and does the slot's bookkeeping itself, the same updates in the same order:
 
 - its record's progress (the same float additions), slots and worker-slots;
 - its measurement observed by the runtime model at its place in the slot's measurements
-  (allocation order), the prediction it is compared with kept as a model error.
+  (allocation order), the prediction it is compared with kept as a model error. Where
+  the model found the repeat quiet (its key's exact fit predicts it; nothing to refit),
+  that is an append to the key's window until the model's repeat epoch moves.
 
 Nothing about the job's slot is skipped, only rebuilt: a coasted run's records, model
 errors and model are those of a run without coasting (tests/test_coast.py holds them
@@ -25,6 +27,7 @@ from typing import Any
 from mlsched.core.allocation import Allocation, JobState, Placement
 from mlsched.core.job import JobSpec
 from mlsched.engine.executor import Executor
+from mlsched.engine.model_errors import ModelErrors
 from mlsched.engine.results import JobRecord, ModelError
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -32,17 +35,23 @@ from mlsched.perfmodel.estimator import RuntimeEstimator
 __all__ = ["Coast", "Coasting"]
 
 _measurement = partial(tuple.__new__, Measurement)
+_model_error = partial(tuple.__new__, ModelError)
 
 
 class Coast:
     """One steady job: its record, placement and repeated slot."""
 
     __slots__ = (
+        "append",
+        "epoch",
+        "error",
         "handle",
         "iteration_s",
         "last_slot",
         "placement",
+        "predicted",
         "record",
+        "sample",
         "tail",
         "total",
         "units",
@@ -68,6 +77,12 @@ class Coast:
         self.tail = tail  # its measurement's fields after (job id, slot, placement)
         self.handle = handle  # the runtime model's entry for it
         self.iteration_s = iteration_s
+        # Its quiet repeat (RuntimeEstimator.repeat_quiet) and the model's repeat epoch it
+        # holds under (-1: none found yet).
+        self.epoch = -1
+        self.append: Callable[[Any], None] | None = None
+        self.sample: object = None
+        self.error: ModelError | None = None  # its shared model error (ModelErrors.entry)
 
 
 Others = list[tuple[str, Placement]]
@@ -76,9 +91,7 @@ Others = list[tuple[str, Placement]]
 class Coasting:
     """The engine's steady jobs (one per run loop)."""
 
-    def __init__(
-        self, executor: Executor, runtime: RuntimeEstimator, errors: list[ModelError]
-    ) -> None:
+    def __init__(self, executor: Executor, runtime: RuntimeEstimator, errors: ModelErrors) -> None:
         self.executor = executor
         self.runtime = runtime
         self.errors = errors
@@ -132,7 +145,8 @@ class Coasting:
         ``measurements``, the others', each by ``full``."""
         self.slots += len(now)
         runtime, errors = self.runtime, self.errors
-        new, error = tuple.__new__, ModelError  # one model error per coasted job-slot
+        keep = errors.shared(t)  # a quiet repeat's error: its shared entry, this slot
+        epoch = runtime.repeat_epoch
         n, i = len(measurements), 0
         for job_id in allocation.keys():  # noqa: SIM118  (keys(): not Mapping.__iter__)
             c = now.get(job_id)
@@ -140,6 +154,7 @@ class Coasting:
                 while i < n and measurements[i].job_id == job_id:
                     full(t, measurements[i])
                     i += 1
+                epoch = runtime.repeat_epoch  # a full observation may have moved it
                 continue
             record = c.record
             units = record.progress + c.units
@@ -150,11 +165,21 @@ class Coasting:
             c.last_slot = t
             if c.tail is None:
                 continue
+            if c.epoch == epoch:  # observe_repeat's whole effect, as found before
+                c.append(c.sample)  # type: ignore[misc]
+                keep(c.error)  # type: ignore[arg-type]
+                continue
             predicted = runtime.observe_repeat(c.handle, record.spec, c.placement)
             if predicted is None:  # the model's entry changed: observe in full
                 full(t, _measurement((job_id, t, c.placement, *c.tail)))
+                epoch = runtime.repeat_epoch
                 continue
-            errors.append(new(error, (job_id, t, predicted, c.iteration_s)))
+            errors.append(_model_error((job_id, t, predicted, c.iteration_s)))
+            quiet = runtime.repeat_quiet(c.handle)
+            if quiet is not None:
+                c.append, c.sample, predicted = quiet
+                c.error = errors.entry(job_id, predicted, c.iteration_s)
+                c.epoch = epoch
         while i < n:
             full(t, measurements[i])
             i += 1

@@ -40,6 +40,7 @@ from mlsched.core.type_hosts import type_problems
 from mlsched.engine.charges import Charges
 from mlsched.engine.coast import Coast, Coasting, Others
 from mlsched.engine.executor import Executor, SlotReport
+from mlsched.engine.model_errors import ModelErrors
 from mlsched.engine.results import JobRecord, ModelError, RunResult, SlotOutcome, StateChange
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
@@ -124,7 +125,7 @@ class Engine:
         self._charges = Charges(cluster)
         self._was_running: list[str] | None = None
         self._util_rows: list[np.ndarray] = []
-        self.model_errors: list[ModelError] = []
+        self.model_errors = ModelErrors()
         self._idle = 0
         self._seed = seed
         self._catalogue = tuple(j.public() for j in catalogue)
@@ -408,7 +409,7 @@ class Engine:
             slot_seconds=self.slot_seconds,
             resource_names=self.cluster.resource_names,
             utilization=util,
-            model_errors=list(self.model_errors),
+            model_errors=self.model_errors.copy(),
             wall_seconds=wall_seconds,
             stalled=stalled,
             horizon=self.horizon,

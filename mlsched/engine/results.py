@@ -6,6 +6,7 @@ controller's state file and the experiments read them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -92,7 +93,7 @@ class RunResult:
     slot_seconds: float
     resource_names: tuple[str, ...]
     utilization: np.ndarray  # (slots, resources): used / total capacity
-    model_errors: list[ModelError] = field(default_factory=list)
+    model_errors: Sequence[ModelError] = field(default_factory=list)
     wall_seconds: float = 0.0
     stalled: bool = False
     horizon: int | None = None  # the run's horizon in slots (None: open-ended)

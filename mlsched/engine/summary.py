@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from mlsched.core.allocation import JobState
 from mlsched.core.utility import UtilityKind
 from mlsched.engine.engine import JobRecord, RunResult
+from mlsched.engine.model_errors import ModelErrors
 
 __all__ = [
     "Summary",
@@ -124,9 +124,8 @@ def _mean_model_error(result: RunResult) -> float | None:
     """Mean |predicted - measured| / measured over the measurements that took time (one
     per running job and slot: columns, not a loop over hundreds of thousands of tuples)."""
     errors = result.model_errors
-    n = len(errors)
-    predicted = np.fromiter(map(itemgetter(2), errors), float, count=n)
-    measured = np.fromiter(map(itemgetter(3), errors), float, count=n)
+    kept = errors if isinstance(errors, ModelErrors) else ModelErrors(errors)
+    predicted, measured = kept.columns()
     took = measured > 0
     if not took.any():
         return None

@@ -168,10 +168,18 @@ class RuntimeEstimator(RuntimeModel):
         # the cluster changed: what job_version reads.
         self._keys_of: dict[tuple[str, str, int, int], list[_KeyState]] = {}
         self._cluster_epoch = 0
+        # Bumped by whatever may end a quiet repeat's shortcut (:meth:`repeat_quiet`): a
+        # key's parameters or exactness changed, entries dropped, measured bytes sampled.
+        self._repeat_epoch = 0
 
     @property
     def model_version(self) -> int:
         return self._model_version
+
+    @property
+    def repeat_epoch(self) -> int:
+        """What :meth:`repeat_quiet`'s answers hold under: while it stands, each stands."""
+        return self._repeat_epoch
 
     def set_cluster(self, cluster: Cluster) -> None:
         """Continue on another cluster (testbed agents joined or left): fitted parameters
@@ -182,6 +190,7 @@ class RuntimeEstimator(RuntimeModel):
         self._generation += 1
         self._model_version += 1
         self._cluster_epoch += 1
+        self._repeat_epoch += 1
 
     def job_version(self, job: JobSpec) -> Hashable:
         """The cluster's epoch and the parameter versions of every profile key the job
@@ -297,6 +306,7 @@ class RuntimeEstimator(RuntimeModel):
                 self._rows.clear()
                 self._last.clear()
                 self._generation += 1
+                self._repeat_epoch += 1
             dc, dm = self.family(job).design(job, placement, self.cluster)
             key = self.key(job, placement)
             state = self._keys.get(key)
@@ -409,6 +419,7 @@ class RuntimeEstimator(RuntimeModel):
         samples.append(sample)
         if moved is not None:
             self._count_bytes(key, sample, 1.0)
+            self._repeat_epoch += 1  # the key's window now holds measured bytes
         if not state.has_prior:
             self._priors[key] = self.params(job, placement).copy()
             state.has_prior = True
@@ -453,6 +464,34 @@ class RuntimeEstimator(RuntimeModel):
         if not (entry.quiet is last and entry.quiet_version == version and state.exact):
             self._settle(entry, last, pc, pm)
         return pc + pm
+
+    def repeat_quiet(
+        self, handle: object
+    ) -> tuple[Callable[[_Sample], None], object, float] | None:
+        """Where the next :meth:`observe_repeat` of ``handle`` is quiet (the sample, once
+        more, predicted to rounding by its key's exact fit) and its key's window holds no
+        measured bytes: that call's whole effect, as (the window's append, the sample, the
+        prediction). It stays so while :attr:`repeat_epoch` stands and no other call
+        observes the handle's (job, placement): a steady job observed each slot for the
+        price of an append."""
+        entry = handle
+        if not isinstance(entry, _Entry) or entry.generation != self._generation:
+            return None
+        state, last = entry.state, entry.latest
+        version = state.version
+        if (
+            last is None
+            or entry.version != version
+            or entry.quiet is not last
+            or entry.quiet_version != version
+            or not state.exact
+        ):
+            return None
+        sums = self._byte_sums.get(entry.key)
+        if sums is not None and sums[2]:
+            return None  # an eviction would change the key's byte sums
+        pc, pm = entry.parts
+        return state.samples.append, last, pc + pm
 
     def _settle(self, entry: _Entry, sample: _Sample, pc: float, pm: float) -> None:
         """Mark the key for a refit, unless its fit is exact and predicted ``sample`` to
@@ -500,10 +539,14 @@ class RuntimeEstimator(RuntimeModel):
                 # A failed fit keeps the parameters in use (fit_linear logged why).
                 continue
             self.fits[key] = result
-            state.exact = result.ok and result.rmse <= 1e-9
+            exact = bool(result.ok and result.rmse <= 1e-9)
+            if exact != state.exact:
+                state.exact = exact
+                self._repeat_epoch += 1
             if old is None or not np.array_equal(old.params, result.params):
                 state.version += 1
                 self._model_version += 1
+                self._repeat_epoch += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "[perfmodel] refit %s: %s pinned=%s rmse=%.3g bytes measured/model=%s",

@@ -191,3 +191,19 @@ def test_profit_is_revenue_and_acceptance_counts_quotes_put_to_users(result: Run
     assert quote_fields(result.records["b"]) == {}  # no price, no price fields
     b = summarize(replace(result, records={"b": result.records["b"]}))
     assert (b.quotes, b.acceptance_rate) == (0, None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_percentile_is_numpys_to_the_last_bit(seed: int) -> None:
+    """The summary's percentile (no masked-array import) equals np.percentile's default
+    exactly: ties, odd and even counts, one value, the ends. Which bug fails it: an
+    interpolation from the wrong end (numpy's _lerp switches at 0.5), an index off by one."""
+    from mlsched.engine.summary import percentile
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 10, 101, 1000):
+        values = rng.lognormal(3.0, 2.0, n).tolist()
+        values += values[: n // 4]  # ties
+        for q in (0, 1, 25, 50, 99, 99.9, 100, float(rng.uniform(0, 100))):
+            assert percentile(values, q) == float(np.percentile(values, q)), (n, q)
+    assert np.isnan(percentile([1.0, float("nan")], 50))

@@ -10,6 +10,7 @@ from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Va
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -29,6 +30,10 @@ __all__ = [
     "Quote",
     "RejectKind",
 ]
+
+
+_workers = attrgetter("workers")
+_count = itemgetter(1)
 
 
 def _normalise(pairs: Iterable[tuple[int, int]], what: str) -> tuple[tuple[int, int], ...]:
@@ -63,8 +68,8 @@ class Placement:
         object.__setattr__(self, "ps", ps)
         # The counts every placement is asked for, filled in here: a cached_property's
         # first read takes a lock (Python 3.11), once per placement on the hot path.
-        object.__setattr__(self, "n_workers", sum(c for _, c in workers))
-        object.__setattr__(self, "n_ps", sum(c for _, c in ps))
+        object.__setattr__(self, "n_workers", sum(map(_count, workers)))
+        object.__setattr__(self, "n_ps", sum(map(_count, ps)))
         # Placements key every cache on the hot path: hash once.
         object.__setattr__(
             self, "_hash", hash((self.workers, self.ps, self.worker_type, self.ps_type, self.ring))
@@ -119,11 +124,12 @@ class Placement:
         """Resource use per server index as arrays over the cluster's resource order."""
         w = cluster.demand_array(job.worker_demand(self.worker_type))
         p = cluster.demand_array(job.ps_demand(self.ps_type))
-        out: dict[int, np.ndarray] = {}
-        for s, c in self.workers:
-            out[s] = out.get(s, 0) + c * w
+        # Fresh arrays (callers may keep or change them); servers are unique in each part.
+        out = {s: w.copy() if c == 1 else c * w for s, c in self.workers}
         for s, c in self.ps:
-            out[s] = out.get(s, 0) + c * p
+            u = p.copy() if c == 1 else c * p
+            prev = out.get(s)
+            out[s] = u if prev is None else prev + u
         return out
 
     def describe(self, cluster: Cluster | None = None) -> str:
@@ -144,11 +150,11 @@ class Allocation(Mapping[str, Placement]):
 
     def __init__(self, slot: int, placements: Mapping[str, Placement] | None = None) -> None:
         self.slot = slot
-        self._placements: dict[str, Placement] = {
-            j: p
-            for j, p in (placements or {}).items()
-            if p.workers  # not p.is_empty, inlined: once per job and slot
-        }
+        kept: dict[str, Placement] = dict(placements or {})
+        # Empty placements do not run (C-level test first: once per job and slot).
+        if not all(map(_workers, kept.values())):
+            kept = {j: p for j, p in kept.items() if p.workers}
+        self._placements = kept
 
     def __getitem__(self, job_id: str) -> Placement:
         return self._placements[job_id]

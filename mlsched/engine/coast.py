@@ -47,6 +47,7 @@ class Coast:
         "error",
         "handle",
         "iteration_s",
+        "job_id",
         "last_slot",
         "placement",
         "predicted",
@@ -69,6 +70,7 @@ class Coast:
         iteration_s: float,
     ) -> None:
         self.record = record
+        self.job_id = record.spec.job_id
         self.placement = placement
         self.units = units
         self.total = record.spec.total_work
@@ -85,7 +87,15 @@ class Coast:
         self.error: ModelError | None = None  # its shared model error (ModelErrors.entry)
 
 
-Others = list[tuple[str, Placement]]
+class Others(list[tuple[str, Placement]]):
+    """A slot's jobs that do not coast, in allocation order, and before each how many of
+    the slot's coasting jobs come (``at``)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: list[int] = []
 
 
 class Coasting:
@@ -111,17 +121,17 @@ class Coasting:
         """Slot ``t``'s coasting jobs, and the others (in allocation order) with their
         specs and remaining work for the executor."""
         now: dict[str, Coast] = {}
-        others: Others = []
+        others = Others()
         specs: dict[str, JobSpec] = {}
         remaining: dict[str, float] = {}
-        coast = self._coast
+        coast, at, last = self._coast, others.at, t - 1
         for job_id, p in allocation.items():
             c = coast.get(job_id)
             # The simulator's own test of a slot that does not finish the job.
             if (
                 c is not None
                 and c.placement is p
-                and c.last_slot == t - 1
+                and c.last_slot == last
                 and c.units < c.total - c.record.progress - 1e-9
             ):
                 now[job_id] = c
@@ -129,13 +139,14 @@ class Coasting:
             spec = specs[job_id] = active[job_id].spec
             remaining[job_id] = spec.total_work - active[job_id].progress
             others.append((job_id, p))
+            at.append(len(now))
         return now, others, specs, remaining
 
     def account(
         self,
         t: int,
-        allocation: Allocation,
         now: Mapping[str, Coast],
+        others: Others,
         measurements: list[Measurement],
         full: Callable[[int, Measurement], None],
     ) -> None:
@@ -147,39 +158,42 @@ class Coasting:
         runtime, errors = self.runtime, self.errors
         keep = errors.shared(t)  # a quiet repeat's error: its shared entry, this slot
         epoch = runtime.repeat_epoch
-        n, i = len(measurements), 0
-        for job_id in allocation.keys():  # noqa: SIM118  (keys(): not Mapping.__iter__)
-            c = now.get(job_id)
-            if c is None:
-                while i < n and measurements[i].job_id == job_id:
+        coasting = list(now.values())  # allocation order, as ``others``
+        n, i, start = len(measurements), 0, 0
+        for k, stop in enumerate([*others.at, len(coasting)]):
+            for c in coasting[start:stop]:
+                record = c.record
+                units = record.progress + c.units
+                total = c.total
+                record.progress = units if units < total else total
+                record.slots_run += 1
+                record.worker_slots += c.workers
+                c.last_slot = t
+                if c.tail is None:
+                    continue
+                if c.epoch == epoch:  # observe_repeat's whole effect, as found before
+                    c.append(c.sample)  # type: ignore[misc]
+                    keep(c.error)  # type: ignore[arg-type]
+                    continue
+                job_id = c.job_id
+                predicted = runtime.observe_repeat(c.handle, record.spec, c.placement)
+                if predicted is None:  # the model's entry changed: observe in full
+                    full(t, _measurement((job_id, t, c.placement, *c.tail)))
+                    epoch = runtime.repeat_epoch
+                    continue
+                errors.append(_model_error((job_id, t, predicted, c.iteration_s)))
+                quiet = runtime.repeat_quiet(c.handle)
+                if quiet is not None:
+                    c.append, c.sample, predicted = quiet
+                    c.error = errors.entry(job_id, predicted, c.iteration_s)
+                    c.epoch = epoch
+            start = stop
+            if k < len(others):  # the next job that does not coast: its measurement
+                other = others[k][0]
+                while i < n and measurements[i].job_id == other:
                     full(t, measurements[i])
                     i += 1
                 epoch = runtime.repeat_epoch  # a full observation may have moved it
-                continue
-            record = c.record
-            units = record.progress + c.units
-            total = c.total
-            record.progress = units if units < total else total
-            record.slots_run += 1
-            record.worker_slots += c.workers
-            c.last_slot = t
-            if c.tail is None:
-                continue
-            if c.epoch == epoch:  # observe_repeat's whole effect, as found before
-                c.append(c.sample)  # type: ignore[misc]
-                keep(c.error)  # type: ignore[arg-type]
-                continue
-            predicted = runtime.observe_repeat(c.handle, record.spec, c.placement)
-            if predicted is None:  # the model's entry changed: observe in full
-                full(t, _measurement((job_id, t, c.placement, *c.tail)))
-                epoch = runtime.repeat_epoch
-                continue
-            errors.append(_model_error((job_id, t, predicted, c.iteration_s)))
-            quiet = runtime.repeat_quiet(c.handle)
-            if quiet is not None:
-                c.append, c.sample, predicted = quiet
-                c.error = errors.entry(job_id, predicted, c.iteration_s)
-                c.epoch = epoch
         while i < n:
             full(t, measurements[i])
             i += 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from functools import partial
 from typing import Any
 
@@ -123,7 +123,7 @@ class Engine:
         self._arrivals: deque[JobSpec] = deque()
         self._pending_ids: set[str] = set()  # ids in _arrivals (O(1) duplicate check)
         self._charges = Charges(cluster)
-        self._was_running: list[str] | None = None
+        self._was_running: KeysView[str] | None = None  # the last allocation's jobs
         self._util_rows: list[np.ndarray] = []
         self.model_errors = ModelErrors()
         self._idle = 0
@@ -553,15 +553,20 @@ class Engine:
                     fatal.append((job_id, failure.reason))
         # Only jobs of the previous slot's allocation can be running (not the whole queue);
         # after a start or a reconfiguration, any active job may be.
-        allocated = allocation.keys()
-        for job_id in self._active if self._was_running is None else self._was_running:
+        allocated, was = allocation.keys(), self._was_running
+        if was is None:
+            stopped: Iterable[str] = self._active
+        else:  # set operations over the keys (C-level); the order is the last allocation's
+            gone = (was - allocated) & self._active.keys()
+            stopped = [j for j in was if j in gone] if gone else ()
+        for job_id in stopped:
             active = self._active.get(job_id)
             if active is not None and job_id not in allocated and active.state is JobState.RUNNING:
                 self._move(active, JobState.PAUSED)
-        self._was_running = list(allocated)
+        self._was_running = allocated  # an allocation's jobs do not change
         if now:
-            assert self._coasting is not None
-            self._coasting.account(t, allocation, now, report.measurements, self._observe)
+            assert self._coasting is not None and others is not None
+            self._coasting.account(t, now, others, report.measurements, self._observe)
         else:
             for m in report.measurements:
                 self._observe(t, m)

@@ -309,7 +309,8 @@ class SimulatedExecutor(Executor):
                         )
                     )
                 )
-        self._seen.update(allocation.keys())
+        # A job in ``skip`` ran its last slot here already: only the others can be new.
+        self._seen.update(jobs if skip else allocation.keys())
         self._last = dict(allocation.items())  # items(): not a __getitem__ per job
         self._report = report
 

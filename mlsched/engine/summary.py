@@ -17,7 +17,7 @@ than leaving it unfinished.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,7 +69,30 @@ def _stat(values: list[float], q: float | None = None) -> float | None:
         return None
     if q is None:
         return float(np.mean(values))
-    return float(np.percentile(values, q))
+    return percentile(values, q)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """``np.percentile(values, q)`` (its default, linear method) to the last bit, without
+    the masked-array module numpy's sort path imports (about 10 ms of a short run).
+    Percentiles here are of a few thousand numbers, once per summary."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("percentile of no values")
+    if any(v != v for v in ordered):  # nan sorts nowhere in particular: numpy gives nan
+        return math.nan
+    virtual = (n - 1) * (q / 100)
+    if virtual >= n - 1:
+        return float(ordered[-1])
+    if virtual < 0:
+        return float(ordered[0])
+    below = math.floor(virtual)
+    a, b = float(ordered[below]), float(ordered[below + 1])
+    gamma = virtual - below
+    # numpy's _lerp: from the nearer end, so the result stays within [a, b].
+    diff = b - a
+    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
 @dataclass(frozen=True)

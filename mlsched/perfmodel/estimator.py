@@ -211,7 +211,11 @@ class RuntimeEstimator(RuntimeModel):
 
     # Family and key -------------------------------------------------------------------
     def family(self, job: JobSpec) -> PerfFamily:
-        kind = "allreduce" if job.arch is Arch.ALLREDUCE else f"ps_{job.sync.value}"
+        # Identity tests, not the enums' values (a property each): several calls per job.
+        if job.arch is Arch.ALLREDUCE:
+            kind = "allreduce"
+        else:
+            kind = "ps_async" if job.sync is SyncMode.ASYNC else "ps_sync"
         fam = self._by_kind.get(kind)
         if fam is None:
             name = self._choice.get(kind) or default_family(job)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
 
 __all__ = ["nominal_worker_bw", "ring_bottleneck_gbps", "ring_order"]
+
+_server = itemgetter(0)
 
 
 def nominal_worker_bw(job: JobSpec, placement: Placement, cluster: Cluster) -> float:
@@ -25,7 +29,7 @@ def ring_order(placement: Placement) -> tuple[int, ...]:
     """Servers in ring order: the placement's explicit ring, else by server index."""
     if placement.ring:
         return placement.ring
-    return tuple([s for s, _ in placement.workers])
+    return tuple(map(_server, placement.workers))
 
 
 def ring_bottleneck_gbps(job: JobSpec, placement: Placement, cluster: Cluster) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,11 +63,23 @@ class Imported:
         return out
 
 
+def _median(values: Sequence[float]) -> float:
+    """``statistics.median`` (the mean of the middle two of an even count), without
+    importing it and ``fractions`` for one call."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("median of no values")
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
 def choose_slot(durations: Sequence[float], span_s: float) -> tuple[float, str]:
     """The largest of :data:`SLOT_CHOICES` that splits a median job into at least
     :data:`SLOTS_PER_MEDIAN_JOB` slots, made longer while the replay needs more than
     :data:`MAX_SLOTS` slots; with the reason, for the notes."""
-    median = statistics.median(durations) if durations else SLOT_CHOICES[-1]
+    median = _median(durations) if durations else SLOT_CHOICES[-1]
     fits = [s for s in SLOT_CHOICES if s * SLOTS_PER_MEDIAN_JOB <= median]
     slot = fits[-1] if fits else SLOT_CHOICES[0]
     longest = max(durations, default=0.0)
@@ -284,7 +295,7 @@ def _summary(
         "span_h": round(span / 3600, 3),
         "slots_spanned": math.ceil(span / slot_seconds),
         "gpu_hours": round(gpu_hours, 3),
-        "median_run_s": round(statistics.median(run), 3),
+        "median_run_s": round(_median(run), 3),
         "max_gpus": max(j.gpus for j in jobs),
     }
     gpus = sum(mix.values())

@@ -478,7 +478,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "coast-after-a-pause",
         "mlsched/engine/coast.py",
-        "                and c.last_slot == t - 1\n",
+        "                and c.last_slot == last\n",
         "",
         ("tests/test_coast.py",),
         "a job that paused coasts on when it resumes, its restart never charged",
@@ -490,6 +490,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if not (entry.quiet is last",
         ("tests/test_coast.py",),
         "a repeated measurement (a steady job's, coasted or not) never reaches the window",
+    ),
+    Mutant(
+        "coast-quiet-skips-the-window",
+        "mlsched/engine/coast.py",
+        "                    c.append(c.sample)  # type: ignore[misc]\n",
+        "",
+        ("tests/test_coast.py",),
+        "a quiet repeat's sample never reaches its key's window",
+    ),
+    Mutant(
+        "coast-quiet-outlives-a-refit",
+        "mlsched/perfmodel/estimator.py",
+        "                self._model_version += 1\n                self._repeat_epoch += 1\n",
+        "                self._model_version += 1\n",
+        ("tests/test_coast.py",),
+        "a coasting job keeps its quiet repeat's prediction after its key's parameters changed",
     ),
     Mutant(
         "bfp-replay-release-late",

@@ -90,31 +90,44 @@ def test_a_trace_queue(tmp_path: Path, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_a_key_refitted_while_its_jobs_coast(seed: int) -> None:
-    """Jobs of one profile key (same model, batch size and GPU type) whose speeds disagree
-    (compute_s per job), arriving one after another: each newcomer's first sample refits
-    the key while the earlier jobs coast on a quiet repeat, so their predictions and
-    quietness change under them. Which bug fails it: a coasted repeat kept on its shortcut
-    (an append and the old prediction) after its key's parameters or exactness changed."""
+@pytest.mark.parametrize("differ", ["speed", "workers"])
+def test_a_key_refitted_while_its_jobs_coast(seed: int, differ: str) -> None:
+    """Jobs of one profile key (same model, batch size and GPU type) arriving one after
+    another: each newcomer's first sample refits the key while the earlier jobs coast on a
+    quiet repeat, so their predictions change under them. ``speed``: the jobs' compute_s
+    disagree, so the key's fit stops being exact; ``workers``: ring jobs of 1 to 4 workers
+    under a truth unlike the specs, so the first fit (one worker: no communication) is
+    exact and the second, with communication, is exact with new parameters. Which
+    bug fails it: a coasted repeat kept on its shortcut (an append and the old prediction)
+    after its key's parameters or exactness changed."""
     from dataclasses import replace
+
+    from mlsched.core.job import Arch
 
     demo = load_workload("demo", seed=seed)
     base = demo.jobs[0]
     rng = np.random.default_rng(seed)
-    jobs = tuple(
-        replace(
+    jobs = []
+    for i in range(6):
+        job = replace(
             base,
             job_id=f"same-key-{i}",
             arrival_slot=int(3 * i + rng.integers(0, 3)),
-            compute_s=float(rng.uniform(0.03, 0.12)),
             epochs=int(rng.integers(200, 600)),
         )
-        for i in range(6)
-    )
-    workload = replace(demo, jobs=jobs, horizon_slots=None)
+        if differ == "speed":
+            job = replace(job, compute_s=float(rng.uniform(0.03, 0.12)))
+        else:
+            n = 1 + i % base.worker_cap
+            job = replace(
+                job, arch=Arch.ALLREDUCE, min_workers=n, max_workers=n, requested_workers=n
+            )
+        jobs.append(job)
+    workload = replace(demo, jobs=tuple(jobs), horizon_slots=None)
+    truth = TruthConfig() if differ == "speed" else TruthConfig(compute_scale=1.3, comm_scale=0.8)
     coasted = 0
     for policy in ("fifo", "drf"):
-        coasted += _same_runs(workload, policy, seed, TruthConfig())
+        coasted += _same_runs(workload, policy, seed, truth)
     assert coasted > 0, "nothing coasted: the test checks nothing"
 
 

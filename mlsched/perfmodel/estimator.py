@@ -26,6 +26,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +86,10 @@ class _Sample(NamedTuple):  # a tuple: one is made per measurement
     comm: float
     wire: float = 0.0  # the model's bytes per worker and iteration
     moved: float | None = None  # the measured ones (None: not measured)
+
+
+# Made without the named tuple's Python-level __new__ (every field given).
+_new_sample = partial(tuple.__new__, _Sample)
 
 
 @dataclass(eq=False)
@@ -233,6 +238,8 @@ class RuntimeEstimator(RuntimeModel):
         if hw is not None or not job.compute_s_by_type or not placement.workers:
             return hw
         servers = self.cluster.servers
+        if len(placement.workers) == 1:  # one server: its type (the common case)
+            return servers[placement.workers[0][0]].gpu_type
         types = {servers[s].gpu_type for s, _ in placement.workers}
         if len(types) == 1:
             return types.pop()
@@ -254,9 +261,10 @@ class RuntimeEstimator(RuntimeModel):
         prior = fam.prior(job, hw, self.cluster)
         if self._lookup is not None:
             self._profiled_prior(fam, job, hw, prior)
-        for i, name in enumerate(fam.param_names):
-            if name in self._overrides:
-                prior[i] = self._overrides[name]
+        if self._overrides:
+            for i, name in enumerate(fam.param_names):
+                if name in self._overrides:
+                    prior[i] = self._overrides[name]
         return prior
 
     def _profiled_prior(
@@ -419,7 +427,7 @@ class RuntimeEstimator(RuntimeModel):
             entry.wire = self.family(job).wire_bytes(job, placement)
         if len(samples) == samples.maxlen and samples[0].moved is not None:
             self._count_bytes(key, samples[0], -1.0)
-        sample = entry.latest = _Sample(entry.dc, entry.dm, compute, comm, entry.wire, moved)
+        sample = entry.latest = _new_sample((entry.dc, entry.dm, compute, comm, entry.wire, moved))
         samples.append(sample)
         if moved is not None:
             self._count_bytes(key, sample, 1.0)

@@ -10,7 +10,7 @@ from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Va
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 
-_workers = attrgetter("workers")
 _count = itemgetter(1)
 
 
@@ -150,11 +149,11 @@ class Allocation(Mapping[str, Placement]):
 
     def __init__(self, slot: int, placements: Mapping[str, Placement] | None = None) -> None:
         self.slot = slot
-        kept: dict[str, Placement] = dict(placements or {})
-        # Empty placements do not run (C-level test first: once per job and slot).
-        if not all(map(_workers, kept.values())):
-            kept = {j: p for j, p in kept.items() if p.workers}
-        self._placements = kept
+        self._placements: dict[str, Placement] = {
+            j: p
+            for j, p in (placements or {}).items()
+            if p.workers  # not p.is_empty, inlined: once per job and slot
+        }
 
     def __getitem__(self, job_id: str) -> Placement:
         return self._placements[job_id]

@@ -10,8 +10,6 @@ never silently trimmed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import compress
-from operator import is_not
 
 import numpy as np
 
@@ -71,11 +69,10 @@ class Charges:
         touched: set[int] = set()
         placed = self._placed
         changed: list[tuple[str, Placement]] = []
-        keys = allocation.keys()
-        # The jobs whose placement object is not the one charged (C-level over the rest).
-        for job_id in compress(keys, map(is_not, map(placed.get, keys), allocation.values())):
-            p = allocation[job_id]
+        for job_id, p in allocation.items():
             prev = placed.get(job_id)
+            if prev is p:
+                continue
             changed.append((job_id, p))
             if prev == p:
                 continue
@@ -89,7 +86,7 @@ class Charges:
             for s, u in self._rows(job, p):
                 self.used[s] += u
                 touched.add(s)
-        gone = placed.keys() - keys  # dict views: C-level; in charge order below
+        gone = placed.keys() - allocation.keys()  # dict views: C-level; in charge order below
         for job_id in [j for j in placed if j in gone] if gone else ():
             prev = self._placed.pop(job_id)
             job = records[job_id].spec

@@ -50,7 +50,6 @@ class Coast:
         "job_id",
         "last_slot",
         "placement",
-        "predicted",
         "record",
         "sample",
         "tail",

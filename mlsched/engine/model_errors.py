@@ -69,9 +69,7 @@ class ModelErrors(Sequence[ModelError]):
         )
 
     def copy(self) -> ModelErrors:
-        out = ModelErrors()
-        out._items, out._at, out._slots = list(self._items), list(self._at), list(self._slots)
-        return out
+        return _rebuild(list(self._items), list(self._at), list(self._slots))
 
     def _read(self, i: int, e: ModelError) -> ModelError:
         if e[1] != SHARED:

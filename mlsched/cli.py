@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsched.agent.cli import add_agent_args, run_agent
 from mlsched.cli_config import Config
 from mlsched.cli_demo import run_cluster_demo
 from mlsched.cli_parser import (
@@ -51,13 +50,13 @@ from mlsched.emulation.cli import (
 )
 from mlsched.experiments.reproduce_cli import add_reproduce_parser, run_reproduce
 from mlsched.profiling.cli import add_profile_parser, run_profile
-from mlsched.trainers.cli import add_train_parser, run_train, train_config
 from mlsched.workloads.traces import FORMATS as _TRACE_FORMATS
 from mlsched.workloads.traces.cli import add_trace_parser, run_trace
 
 # The simulator, policies, experiments, plots (numpy, scipy, matplotlib) and YAML are
 # imported by the functions that run a command, so that building the parser stays cheap:
-# `mlsched --help` and `mlsched status` should not pay a second of imports.
+# `mlsched --help` and `mlsched status` should not pay a second of imports. The agent's and
+# the trainers' options (sockets, the training settings) are imported with their commands.
 if TYPE_CHECKING:
     from mlsched.experiments.base import ProgressFactory
 
@@ -104,7 +103,36 @@ _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def get_args_parser() -> argparse.ArgumentParser:
+#: Every command (:func:`main` reads which one before it builds that command's parser).
+COMMANDS = (
+    "simulate", "policies", "workloads", "experiments", "experiment", "demo", "reproduce",
+    "train", "trace", "profile", *CLUSTER_COMMANDS, "cluster", "agent",
+)  # fmt: skip
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, read before parsing (its first word that is not an option
+    or the log level's value); None where it names none, or asks for the whole help."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--log-level":
+            skip = True
+        elif word in ("-h", "--help", "--version"):
+            return None
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def get_args_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``mlsched`` parser; with ``command``, one that knows that command only (building
+    every command's options is most of a short command's start-up)."""
+
+    def wanted(*names: str) -> bool:
+        return command is None or command in names
+
     parser = Parser(
         prog="mlsched",
         description="Online scheduling of distributed deep-learning jobs.",
@@ -120,7 +148,54 @@ def get_args_parser() -> argparse.ArgumentParser:
         help="default: info for the controller and agent daemons, warning otherwise",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if wanted("simulate"):
+        _add_simulate_parser(sub)
+    for name, text in (
+        ("policies", "list the registered policies"),
+        ("workloads", "list the built-in workloads"),
+        ("experiments", "list the registered experiments"),
+    ):
+        if wanted(name):
+            sub.add_parser(name, help=text).add_argument(
+                "--json", action="store_true", help="a JSON list of {name, description, ...}"
+            )
+    if wanted("experiment"):
+        _add_experiment_parser(sub)
+    if wanted("demo"):
+        _add_demo_parser(sub)
+    if wanted("reproduce"):
+        add_reproduce_parser(sub)
+    if wanted("train"):
+        from mlsched.trainers.cli import add_train_parser
 
+        add_train_parser(sub)
+    if wanted("trace"):
+        add_trace_parser(sub)
+    if wanted("profile"):
+        add_profile_parser(sub)
+    if wanted(*CLUSTER_COMMANDS):
+        add_cluster_parsers(sub)
+    if wanted("cluster"):
+        add_emulation_parser(sub)
+    if wanted("agent"):
+        from mlsched.agent.cli import add_agent_args
+
+        p = sub.add_parser(
+            "agent",
+            help="run a node agent (launches the trainers the controller assigns)",
+            description="Register this machine with a controller and run the tasks it assigns.",
+        )
+        add_agent_args(p)
+    for choice in sub.choices.values():  # also after the command: mlsched status --log-level
+        if "--log-level" not in choice._option_string_actions:
+            choice.add_argument(
+                "--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                help="as before the command (env MLSCHED_LOG_LEVEL)",
+            )  # fmt: skip
+    return parser
+
+
+def _add_simulate_parser(sub: Any) -> None:
     p = sub.add_parser(
         "simulate", help="run one or several policies on the same workload in the simulator"
     )
@@ -177,15 +252,8 @@ def get_args_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the run summaries as JSON (notes on stderr)"
     )
 
-    for name, text in (
-        ("policies", "list the registered policies"),
-        ("workloads", "list the built-in workloads"),
-        ("experiments", "list the registered experiments"),
-    ):
-        sub.add_parser(name, help=text).add_argument(
-            "--json", action="store_true", help="a JSON list of {name, description, ...}"
-        )
 
+def _add_experiment_parser(sub: Any) -> None:
     p = sub.add_parser("experiment", help="run a named comparison (results.json + plots)")
     p.add_argument("name", help="experiment name (mlsched experiments)")
     add_executor_option(p)
@@ -229,6 +297,8 @@ def get_args_parser() -> argparse.ArgumentParser:
         "the emulated cluster's agents, each cell in each shape its hosts give (agents)",
     )
 
+
+def _add_demo_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="a controller and two agents on this machine train a ResNet/VGG mix for real",
@@ -271,25 +341,6 @@ def get_args_parser() -> argparse.ArgumentParser:
         help="first measure the cells the demo's jobs need into --profile, in the "
         "--device-cores slices (a few minutes; cells the file has are kept)",
     )
-    add_reproduce_parser(sub)
-    add_train_parser(sub)
-    add_trace_parser(sub)
-    add_profile_parser(sub)
-    add_cluster_parsers(sub)
-    add_emulation_parser(sub)
-    p = sub.add_parser(
-        "agent",
-        help="run a node agent (launches the trainers the controller assigns)",
-        description="Register this machine with a controller and run the tasks it assigns.",
-    )
-    add_agent_args(p)
-    for command in sub.choices.values():  # also after the command: mlsched status --log-level
-        if "--log-level" not in command._option_string_actions:
-            command.add_argument(
-                "--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
-                help="as before the command (env MLSCHED_LOG_LEVEL)",
-            )  # fmt: skip
-    return parser
 
 
 def _refuse_testbed_options(args: argparse.Namespace) -> None:
@@ -397,6 +448,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if cmd == "demo":
         return Config(cmd, policies=tuple(args.policy), seed=args.seed)  # --simulated
     if cmd == "train":
+        from mlsched.trainers.cli import train_config
+
         return Config(cmd, train=train_config(args))
     if cmd in ("policies", "workloads", "experiments"):
         return Config(cmd, json=args.json)
@@ -419,7 +472,7 @@ def run(config: Config) -> int:
         ),
         "experiment": _experiment,
         "demo": _demo,
-        "train": lambda c: run_train(c.train) if c.train else 2,
+        "train": _train,
     }
     if config.command in ("simulate", "experiment"):
         from mlsched.core.batch_gc import batch_gc, no_exit_collection
@@ -428,6 +481,12 @@ def run(config: Config) -> int:
         with batch_gc():  # loading thousands of jobs, then the runs
             return handler[config.command](config)
     return handler[config.command](config)
+
+
+def _train(config: Config) -> int:
+    from mlsched.trainers.cli import run_train
+
+    return run_train(config.train) if config.train else 2
 
 
 _FILES_NOTE = "(or a workload file: .yaml, .json, or .csv with --cluster; docs/workloads.md)"
@@ -531,7 +590,8 @@ def _demo(config: Config) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mlsched`` console script; returns the exit status."""
     try:
-        args = get_args_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = get_args_parser(command_of(words)).parse_args(words)
     except SystemExit as exc:  # argparse's own usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 2
     daemon = args.command in ("controller", "agent")
@@ -554,6 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "reproduce":
             return run_reproduce(args)
         if args.command == "agent":
+            from mlsched.agent.cli import run_agent
+
             return run_agent(args)
         if args.command == "cluster":
             return run_emulation(args)

@@ -118,8 +118,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "engine-departed-usage-kept",
         "mlsched/engine/charges.py",
-        "self._rows(job, prev):\n                self.used[s] -= u\n                touched",
-        "self._rows(job, prev):\n                self.used[s] -= 0 * u\n                touched",
+        "self._rows(job, prev):\n                self.used[s] -= u\n                shrank",
+        "self._rows(job, prev):\n                self.used[s] -= 0 * u\n                shrank",
         ("tests/test_engine.py",),
         "a job that leaves the allocation keeps its resources booked",
     ),
@@ -154,6 +154,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "if n_w > job.worker_cap + 1 or n_w < job.min_workers:",
         ("tests/test_engine.py",),
         "one worker more than the job allows passes",
+    ),
+    Mutant(
+        "engine-capacity-checked-where-it-shrank",
+        "mlsched/engine/charges.py",
+        "self._check_capacity(policy, t, sorted(grew))",
+        "self._check_capacity(policy, t, sorted(shrank))",
+        ("tests/test_engine.py",),
+        "the capacity check looks at the servers jobs left rather than those they came to",
     ),
     Mutant(
         "engine-capacity-slack",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
@@ -376,3 +377,36 @@ def test_every_environment_variable_the_code_reads_is_in_the_help(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in listed)
+
+
+def test_a_command_parses_alike_with_its_parser_alone() -> None:
+    """main() builds only the named command's parser: the list of commands it reads the name
+    from is every command the whole parser has, and each command's own parser gives the
+    same arguments as the whole one (a command left out of COMMANDS, or options that only
+    the whole parser adds, would differ)."""
+    from mlsched.cli import COMMANDS, command_of, get_args_parser
+
+    whole = get_args_parser()
+    sub = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(COMMANDS)
+    for argv in (
+        ["simulate", "--workload", "demo", "--policy", "fifo", "--seed", "3"],
+        ["--log-level", "debug", "status", "--controller", "ctl:50051"],
+        ["agent", "--controller", "ctl:50051", "--log-level", "info"],
+        ["train", "--model", "resnet20"],
+        ["experiment", "oasis", "--scale", "smoke"],
+        ["policies", "--json"],
+        ["simulate", "--no-such-option"],
+    ):
+        command = command_of(argv)
+        assert command == next(w for w in argv if w in COMMANDS)
+        try:
+            alone = vars(get_args_parser(command).parse_args(argv))
+        except SystemExit:
+            with pytest.raises(SystemExit):
+                whole.parse_args(argv)
+            continue
+        assert alone == vars(whole.parse_args(argv))
+    assert command_of(["--help", "simulate"]) is None
+    assert command_of(["--log-level", "debug"]) is None
+    assert command_of(["simulat"]) is None  # argparse's own error, listing every command

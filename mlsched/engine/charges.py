@@ -66,7 +66,10 @@ class Charges:
     ) -> None:
         """Check slot ``t``'s allocation by ``policy`` and charge it in place of the last
         one (``records``: every job by id). Raises :class:`PolicyError`."""
-        touched: set[int] = set()
+        # Servers whose use shrank or grew: only those it grew on can be over now (demands
+        # are >= 0, and the last charge left every server within capacity).
+        shrank: set[int] = set()
+        grew: set[int] = set()
         placed = self._placed
         changed: list[tuple[str, Placement]] = []
         for job_id, p in allocation.items():
@@ -82,10 +85,10 @@ class Charges:
             if prev is not None:
                 for s, u in self._rows(job, prev):
                     self.used[s] -= u
-                    touched.add(s)
+                    shrank.add(s)
             for s, u in self._rows(job, p):
                 self.used[s] += u
-                touched.add(s)
+                grew.add(s)
         gone = placed.keys() - allocation.keys()  # dict views: C-level; in charge order below
         for job_id in [j for j in placed if j in gone] if gone else ():
             prev = self._placed.pop(job_id)
@@ -93,12 +96,13 @@ class Charges:
             self.links.change(job, prev, None)
             for s, u in self._rows(job, prev):
                 self.used[s] -= u
-                touched.add(s)
+                shrank.add(s)
         for job_id, p in changed:  # a kept placement object is already there
             placed[job_id] = p
-        if touched:
+        if shrank or grew:
             self._util = None
-            self._check_capacity(policy, t, sorted(touched))
+        if grew:
+            self._check_capacity(policy, t, sorted(grew))
         over_link = self.links.overload()
         if over_link:
             raise PolicyError(policy, f"slot {t}: {over_link}")

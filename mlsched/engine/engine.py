@@ -430,6 +430,7 @@ class Engine:
 
     def _admit_arrivals(self, t: int) -> int:
         n = 0
+        view = None  # one serves the slot's arrivals: it reads the live jobs and use
         while self._arrivals and self._arrivals[0].arrival_slot <= t:
             job = self._arrivals.popleft()
             self._pending_ids.discard(job.job_id)
@@ -443,8 +444,10 @@ class Engine:
                 record.reason = shorten(f"not a type of this cluster: {problem}", 300)
                 continue
             public = job.public()
+            if view is None:
+                view = self.view()
             try:
-                adm = self._call("on_arrival", self.policy.on_arrival, public, self.view())
+                adm = self._call("on_arrival", self.policy.on_arrival, public, view)
                 if not isinstance(adm, Admission):
                     raise PolicyError(
                         self.policy.name,
@@ -466,7 +469,7 @@ class Engine:
                     self.policy.on_quote_response,
                     job.job_id,
                     accepted,
-                    self.view(),
+                    view,
                 )
                 if not accepted:
                     self.policy.release(job.job_id)

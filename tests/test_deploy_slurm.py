@@ -125,6 +125,26 @@ def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
             _kill(pidfile)
 
 
+# A batch job's states after which it does nothing more.
+FINAL = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+    | {"BOOT_FAIL", "DEADLINE"}
+)
+
+
+def _wait(job_id: str, env: dict[str, str], deadline: float) -> dict[str, str]:
+    """The batch job's fields once it is final, polled every half second (``sbatch --wait``
+    polls at doubling intervals, and noticed the end up to 20 s late)."""
+    while True:
+        show = subprocess.run(["scontrol", "-o", "show", "job", job_id], env=env,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        job = dict(kv.split("=", 1) for kv in show.stdout.split() if "=" in kv)
+        if job.get("JobState") in FINAL:
+            return job
+        assert time.monotonic() < deadline, f"job {job_id} not final in time: {job}"
+        time.sleep(0.5)
+
+
 @pytest.mark.timeout(900)
 def test_sbatch_runs_a_controller_and_an_agent_and_the_demo_s_jobs_to_the_end(
     slurm: dict[str, str], tmp_path: Path
@@ -143,15 +163,19 @@ def test_sbatch_runs_a_controller_and_an_agent_and_the_demo_s_jobs_to_the_end(
         # This machine has no GPU: its agent stands four in on the CPU, as the demo's do.
         "MLSCHED_AGENT_ARGS": f"--gpus 4 --gpu-type cpu --cpus 2 --mem-gb 8 --ports {free_port_range()}",
     }
-    done = subprocess.run(
-        ["sbatch", "--wait", f"--output={work / 'out.txt'}", str(SCRIPT), "jobs.json"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=840,
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", f"--output={work / 'out.txt'}", str(SCRIPT), "jobs.json"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = _wait(submitted.stdout.strip().split(";")[0], env, deadline=time.monotonic() + 840)
     out = (work / "out.txt").read_text() if (work / "out.txt").exists() else ""
     logs = "\n".join(
         f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((work / "run").glob("*.log"))
     )
-    assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{out}\n{logs}"
+    assert (job.get("JobState"), job.get("ExitCode")) == ("COMPLETED", "0:0"), (
+        f"{job}\n{out}\n{logs}"
+    )
     for job in DEMO_JOBS:
         rows = [line for line in out.splitlines() if line.split()[:1] == [job["job_id"]]]
         assert rows and "done" in rows[-1].split(), f"{job['job_id']}:\n{out}\n{logs}"

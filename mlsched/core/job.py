@@ -25,6 +25,7 @@ from mlsched.core.fields import (
     req_mapping,
     req_str,
 )
+from mlsched.core.frozen import fill_at_once
 from mlsched.core.ids import check_id, check_text
 from mlsched.core.limits import (
     JOB_LIMITS,
@@ -124,6 +125,7 @@ _NUMBERS = tuple(
 _COMPUTE_S = JOB_LIMITS["compute_s"]
 
 
+@fill_at_once  # its __init__ fills all 35 fields at once (a trace builds thousands)
 @dataclass(frozen=True)
 class JobSpec:
     """A validated, immutable job description.

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsched.core.errors import SpecError
+from mlsched.core.frozen import fill_at_once
 from mlsched.core.limits import MAX_WORKERS
 
 __all__ = [
@@ -41,6 +42,7 @@ MAX_DURATION_S = 10 * 365 * 86_400.0
 _KEEP_ERRORS = 5
 
 
+@fill_at_once  # a trace reads thousands: its fields filled at once
 @dataclass(frozen=True)
 class TraceJob:
     """One job as a trace recorded it.

@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,13 +104,6 @@ _TRUTH_ARGS: tuple[tuple[tuple[str, ...], Any, Any, str], ...] = (
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-#: Every command (:func:`main` reads which one before it builds that command's parser).
-COMMANDS = (
-    "simulate", "policies", "workloads", "experiments", "experiment", "demo", "reproduce",
-    "train", "trace", "profile", *CLUSTER_COMMANDS, "cluster", "agent",
-)  # fmt: skip
-
-
 def command_of(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names, read before parsing (its first word that is not an option
     or the log level's value); None where it names none, or asks for the whole help."""
@@ -129,10 +123,6 @@ def command_of(argv: Sequence[str]) -> str | None:
 def get_args_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``mlsched`` parser; with ``command``, one that knows that command only (building
     every command's options is most of a short command's start-up)."""
-
-    def wanted(*names: str) -> bool:
-        return command is None or command in names
-
     parser = Parser(
         prog="mlsched",
         description="Online scheduling of distributed deep-learning jobs.",
@@ -148,44 +138,9 @@ def get_args_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="default: info for the controller and agent daemons, warning otherwise",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    if wanted("simulate"):
-        _add_simulate_parser(sub)
-    for name, text in (
-        ("policies", "list the registered policies"),
-        ("workloads", "list the built-in workloads"),
-        ("experiments", "list the registered experiments"),
-    ):
-        if wanted(name):
-            sub.add_parser(name, help=text).add_argument(
-                "--json", action="store_true", help="a JSON list of {name, description, ...}"
-            )
-    if wanted("experiment"):
-        _add_experiment_parser(sub)
-    if wanted("demo"):
-        _add_demo_parser(sub)
-    if wanted("reproduce"):
-        add_reproduce_parser(sub)
-    if wanted("train"):
-        from mlsched.trainers.cli import add_train_parser
-
-        add_train_parser(sub)
-    if wanted("trace"):
-        add_trace_parser(sub)
-    if wanted("profile"):
-        add_profile_parser(sub)
-    if wanted(*CLUSTER_COMMANDS):
-        add_cluster_parsers(sub)
-    if wanted("cluster"):
-        add_emulation_parser(sub)
-    if wanted("agent"):
-        from mlsched.agent.cli import add_agent_args
-
-        p = sub.add_parser(
-            "agent",
-            help="run a node agent (launches the trainers the controller assigns)",
-            description="Register this machine with a controller and run the tasks it assigns.",
-        )
-        add_agent_args(p)
+    for names, add in _PARSERS:
+        if command is None or command in names:
+            add(sub)
     for choice in sub.choices.values():  # also after the command: mlsched status --log-level
         if "--log-level" not in choice._option_string_actions:
             choice.add_argument(
@@ -341,6 +296,49 @@ def _add_demo_parser(sub: Any) -> None:
         help="first measure the cells the demo's jobs need into --profile, in the "
         "--device-cores slices (a few minutes; cells the file has are kept)",
     )
+
+
+def _add_list_parser(sub: Any, name: str, text: str) -> None:
+    sub.add_parser(name, help=text).add_argument(
+        "--json", action="store_true", help="a JSON list of {name, description, ...}"
+    )
+
+
+def _add_train_parser(sub: Any) -> None:
+    from mlsched.trainers.cli import add_train_parser
+
+    add_train_parser(sub)
+
+
+def _add_agent_parser(sub: Any) -> None:
+    from mlsched.agent.cli import add_agent_args
+
+    p = sub.add_parser(
+        "agent",
+        help="run a node agent (launches the trainers the controller assigns)",
+        description="Register this machine with a controller and run the tasks it assigns.",
+    )
+    add_agent_args(p)
+
+
+#: Each command's parser: the commands it adds, and how (in ``mlsched --help``'s order).
+_PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
+    (("simulate",), _add_simulate_parser),
+    (("policies",), partial(_add_list_parser, name="policies", text="list the registered policies")),
+    (("workloads",), partial(_add_list_parser, name="workloads", text="list the built-in workloads")),
+    (("experiments",), partial(_add_list_parser, name="experiments", text="list the registered experiments")),
+    (("experiment",), _add_experiment_parser),
+    (("demo",), _add_demo_parser),
+    (("reproduce",), add_reproduce_parser),
+    (("train",), _add_train_parser),
+    (("trace",), add_trace_parser),
+    (("profile",), add_profile_parser),
+    (CLUSTER_COMMANDS, add_cluster_parsers),
+    (("cluster",), add_emulation_parser),
+    (("agent",), _add_agent_parser),
+)  # fmt: skip
+#: Every command (:func:`main` reads which one before it builds that command's parser).
+COMMANDS = tuple(name for names, _ in _PARSERS for name in names)
 
 
 def _refuse_testbed_options(args: argparse.Namespace) -> None:

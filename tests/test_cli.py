@@ -384,7 +384,7 @@ def test_a_command_parses_alike_with_its_parser_alone() -> None:
     from is every command the whole parser has, and each command's own parser gives the
     same arguments as the whole one (a command left out of COMMANDS, or options that only
     the whole parser adds, would differ)."""
-    from mlsched.cli import COMMANDS, command_of, get_args_parser
+    from mlsched.cli_commands import COMMANDS, command_of, get_args_parser
 
     whole = get_args_parser()
     sub = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))

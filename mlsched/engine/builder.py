@@ -17,10 +17,11 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.engine import run_cache
-from mlsched.engine.engine import AllocationHook, Engine, RunResult, UserModel, valuation_user
+from mlsched.engine.engine import AllocationHook, Engine, RunResult
 from mlsched.engine.executor import Executor
 from mlsched.engine.simulator import SimulatedExecutor, TruthConfig
 from mlsched.engine.summary import Summary, summarize
+from mlsched.engine.users import UserModel, valuation_user
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.registry import available, create, policy_class, registered

@@ -30,7 +30,6 @@ from mlsched.core.allocation import (
     Allocation,
     JobState,
     Placement,
-    Quote,
     RejectKind,
 )
 from mlsched.core.cluster import Cluster
@@ -42,6 +41,7 @@ from mlsched.engine.coast import Coast, Coasting, Others
 from mlsched.engine.executor import Executor, SlotReport
 from mlsched.engine.model_errors import ModelErrors
 from mlsched.engine.results import JobRecord, ModelError, RunResult, SlotOutcome, StateChange
+from mlsched.engine.users import UserModel, valuation_user
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.policy import Policy
@@ -62,15 +62,8 @@ _model_error = partial(tuple.__new__, ModelError)
 
 log = logging.getLogger(__name__)
 
-
-UserModel = Callable[[JobSpec, Quote], bool]
 #: Called with (policy, its view, the allocation it returned) once per slot.
 AllocationHook = Callable[[Policy, ClusterView, Allocation], None]
-
-
-def valuation_user(job: JobSpec, quote: Quote) -> bool:
-    """The default user: accepts iff the total charge is within its private valuation."""
-    return job.valuation is None or quote.total <= job.valuation + 1e-12
 
 
 class Engine:

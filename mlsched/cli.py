@@ -26,10 +26,7 @@ from typing import TYPE_CHECKING, Any
 from mlsched.cli_commands import command_of, get_args_parser
 from mlsched.cli_config import Config
 from mlsched.cli_demo import run_cluster_demo
-from mlsched.cli_parser import (
-    EnvDefault,
-    key_values,
-)
+from mlsched.cli_parser import EnvDefault, key_values
 from mlsched.cli_simulate import run_replay, run_simulate
 from mlsched.controller.cli import CLUSTER_COMMANDS, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError

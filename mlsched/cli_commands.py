@@ -289,9 +289,11 @@ def _add_agent_parser(sub: Any) -> None:
 #: Each command's parser: the commands it adds, and how (in ``mlsched --help``'s order).
 _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
     (("simulate",), _add_simulate_parser),
-    (("policies",), partial(_add_list_parser, name="policies", text="list the registered policies")),
-    (("workloads",), partial(_add_list_parser, name="workloads", text="list the built-in workloads")),
-    (("experiments",), partial(_add_list_parser, name="experiments", text="list the registered experiments")),
+    *(
+        ((name,), partial(_add_list_parser, name=name, text=f"list the {what}"))
+        for name, what in (("policies", "registered policies"), ("workloads", "built-in workloads"),
+                           ("experiments", "registered experiments"))
+    ),
     (("experiment",), _add_experiment_parser),
     (("demo",), _add_demo_parser),
     (("reproduce",), add_reproduce_parser),

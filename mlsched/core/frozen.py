@@ -37,18 +37,17 @@ def fill_at_once(cls: type[_T]) -> type[_T]:
     namespace: dict[str, Any] = {"FACTORY": _Factory()}
     args, items = [], []
     for f in fields:
-        name = f.name
+        name, value = f.name, f.name
         if f.default is not dataclasses.MISSING:
             namespace[f"default_{name}"] = f.default
             args.append(f"{name}=default_{name}")
-            items.append(f"{name!r}: {name}")
         elif f.default_factory is not dataclasses.MISSING:
             namespace[f"factory_{name}"] = f.default_factory
             args.append(f"{name}=FACTORY")
-            items.append(f"{name!r}: factory_{name}() if {name} is FACTORY else {name}")
+            value = f"factory_{name}() if {name} is FACTORY else {name}"
         else:
             args.append(name)
-            items.append(f"{name!r}: {name}")
+        items.append(f"{name!r}: {value}")
     body = [f"    self.__dict__.update({{{', '.join(items)}}})"]
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")

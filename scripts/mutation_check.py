@@ -486,8 +486,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "coast-after-a-pause",
         "mlsched/engine/coast.py",
-        "                and c.last_slot == last\n",
-        "",
+        " and c.last_slot == last:",
+        ":",
         ("tests/test_coast.py",),
         "a job that paused coasts on when it resumes, its restart never charged",
     ),
@@ -506,6 +506,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "",
         ("tests/test_coast.py",),
         "a quiet repeat's sample never reaches its key's window",
+    ),
+    Mutant(
+        "coast-ends-at-the-slot-end",
+        "mlsched/engine/engine.py",
+        "                self._finish(c.record, t, offset)\n",
+        "                self._finish(c.record, t, self.slot_seconds)\n",
+        ("tests/test_coast.py",),
+        "a coasting job its slot finishes completes at the slot's end, not when its work ends",
     ),
     Mutant(
         "coast-quiet-outlives-a-refit",

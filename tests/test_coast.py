@@ -5,10 +5,11 @@ simulator, and compares everything a run leaves: records, model errors in order,
 utilization per slot, the runtime model's fits. The cases are chosen to reach every road
 out of a coast: restarts and start-up debts (demo's 30-s restarts), a model that learns
 (a truth slower than the specs), preemptive policies that pause and move jobs (tiresias,
-las2d, drf), jobs finishing mid-slot, and a queue of thousands of steady slots (a Philly-
-shaped trace under fifo). Which bug fails it: a coasted slot that adds progress in
-another order, misses a window append, reports a measurement out of allocation order,
-or coasts a job that owed a restart.
+las2d, drf), jobs finishing mid-slot (their last slot coasted too), and a queue of
+thousands of steady slots (a Philly-shaped trace under fifo). Which bug fails it: a
+coasted slot that adds progress in another order, misses a window append, reports a
+measurement out of allocation order, ends a job at another second, or coasts a job that
+owed a restart.
 """
 
 from __future__ import annotations
@@ -87,6 +88,19 @@ def test_a_trace_queue(tmp_path: Path, seed: int) -> None:
     coasted = {p: _same_runs(workload, p, seed, TruthConfig()) for p in ("fifo", "tiresias")}
     # fifo never moves a job: nearly every slot of a long job after its first coasts.
     assert coasted["fifo"] > 0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fifo_coasts_every_slot_after_a_jobs_first(tmp_path: Path, seed: int) -> None:
+    """Under fifo with no start-up time a job never moves or owes anything after its first
+    slot, so every later slot coasts, the one that finishes it included. Which bug fails
+    it: a finishing slot sent back to the simulator, or a job that stops coasting early."""
+    workload = _philly(tmp_path, 150, 32, seed)
+    engine = _engine(workload, "fifo", seed, TruthConfig(startup_s=0.0))
+    records = engine.run().records.values()
+    ran = [r for r in records if r.slots_run > 0]
+    assert len(ran) == len(workload.jobs)
+    assert engine.coasted_slots == sum(r.slots_run - 1 for r in ran) > 0
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -12,10 +12,15 @@ slot and does the slot's bookkeeping itself, the same updates in the same order:
   the model found the repeat quiet (its key's exact fit predicts it; nothing to refit),
   that is an append to the key's window until the model's repeat epoch moves.
 
+The slot that finishes a coasting job is coasted too: its last units at the same rate
+(the executor's :class:`~mlsched.engine.executor.SteadySlot`), the same measurement of an
+iteration, and the engine ends the job as it would from the executor's report
+(:meth:`Coasting.select` names these slots).
+
 Nothing about the job's slot is skipped, only rebuilt: a coasted run's records, model
 errors and model are those of a run without coasting (tests/test_coast.py holds them
-equal). A job stops coasting when its placement changes, it pauses, or its slot would
-finish it; it may coast again from the slot after.
+equal). A job stops coasting when its placement changes, it pauses, or it finishes; it
+may coast again from the slot after a change.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from mlsched.engine.results import JobRecord, ModelError
 from mlsched.perfmodel.base import Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
 
-__all__ = ["Coast", "Coasting"]
+__all__ = ["Coast", "Coasting", "Ending"]
 
 _measurement = partial(tuple.__new__, Measurement)
 _model_error = partial(tuple.__new__, ModelError)
@@ -50,6 +55,7 @@ class Coast:
         "job_id",
         "last_slot",
         "placement",
+        "rate",
         "record",
         "sample",
         "tail",
@@ -67,6 +73,7 @@ class Coast:
         tail: tuple[Any, ...] | None,
         handle: object | None,
         iteration_s: float,
+        rate: float,
     ) -> None:
         self.record = record
         self.job_id = record.spec.job_id
@@ -78,12 +85,17 @@ class Coast:
         self.tail = tail  # its measurement's fields after (job id, slot, placement)
         self.handle = handle  # the runtime model's entry for it
         self.iteration_s = iteration_s
+        self.rate = rate  # units per second
         # Its quiet repeat (RuntimeEstimator.repeat_quiet) and the model's repeat epoch it
         # holds under (-1: none found yet).
         self.epoch = -1
         self.append: Callable[[Any], None] | None = None
         self.sample: object = None
         self.error: ModelError | None = None  # its shared model error (ModelErrors.entry)
+
+
+#: A coasting job its slot finishes, and when within the slot (seconds).
+Ending = tuple[Coast, float]
 
 
 class Others(list[tuple[str, Placement]]):
@@ -116,30 +128,31 @@ class Coasting:
 
     def select(
         self, t: int, allocation: Allocation, active: Mapping[str, JobRecord]
-    ) -> tuple[dict[str, Coast], Others, dict[str, JobSpec], dict[str, float]]:
+    ) -> tuple[dict[str, Coast], Others, dict[str, JobSpec], dict[str, float], list[Ending]]:
         """Slot ``t``'s coasting jobs, and the others (in allocation order) with their
-        specs and remaining work for the executor."""
+        specs and remaining work for the executor; last, the coasting jobs this slot
+        finishes, each with its finish offset in seconds, in allocation order."""
         now: dict[str, Coast] = {}
         others = Others()
         specs: dict[str, JobSpec] = {}
         remaining: dict[str, float] = {}
+        ending: list[Ending] = []
         coast, at, last = self._coast, others.at, t - 1
         for job_id, p in allocation.items():
             c = coast.get(job_id)
-            # The simulator's own test of a slot that does not finish the job.
-            if (
-                c is not None
-                and c.placement is p
-                and c.last_slot == last
-                and c.units < c.total - c.record.progress - 1e-9
-            ):
+            if c is not None and c.placement is p and c.last_slot == last:
                 now[job_id] = c
+                # The simulator's own test of a slot that does not finish the job; where
+                # it does, the job's last ``left`` units take left / rate seconds.
+                left = c.total - c.record.progress
+                if not c.units < left - 1e-9:
+                    ending.append((c, left / c.rate))
                 continue
             spec = specs[job_id] = active[job_id].spec
             remaining[job_id] = spec.total_work - active[job_id].progress
             others.append((job_id, p))
             at.append(len(now))
-        return now, others, specs, remaining
+        return now, others, specs, remaining, ending
 
     def account(
         self,
@@ -214,5 +227,12 @@ class Coasting:
                 coast.pop(job_id, None)
                 continue
             coast[job_id] = Coast(
-                record, p, steady.units, t, steady.measurement_tail, handle, steady.iteration_s
+                record,
+                p,
+                steady.units,
+                t,
+                steady.measurement_tail,
+                handle,
+                steady.iteration_s,
+                steady.rate,
             )

@@ -25,19 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.core.allocation import (
-    Admission,
-    Allocation,
-    JobState,
-    Placement,
-    RejectKind,
-)
+from mlsched.core.allocation import Admission, Allocation, JobState, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.errors import PolicyError, SpecError, shorten
 from mlsched.core.job import JobSpec
 from mlsched.core.type_hosts import type_problems
 from mlsched.engine.charges import Charges
-from mlsched.engine.coast import Coast, Coasting, Others
+from mlsched.engine.coast import Coast, Coasting, Ending, Others
 from mlsched.engine.executor import Executor, SlotReport
 from mlsched.engine.model_errors import ModelErrors
 from mlsched.engine.results import JobRecord, ModelError, RunResult, SlotOutcome, StateChange
@@ -306,8 +300,9 @@ class Engine:
         active = self._active
         now: dict[str, Coast] = {}
         others: Others | None = None
+        ending: list[Ending] = []
         if self._coasting is not None:
-            now, others, specs, remaining = self._coasting.select(t, allocation, active)
+            now, others, specs, remaining, ending = self._coasting.select(t, allocation, active)
         else:
             specs, remaining = {}, {}
             for j in allocation:
@@ -319,7 +314,7 @@ class Engine:
         else:
             self.executor.apply(t, allocation, specs, remaining)
         report = self.executor.collect(t)
-        self._account(t, allocation, report, now, others)
+        self._account(t, allocation, report, now, others, ending)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
         self.slot += 1
         return report
@@ -502,11 +497,13 @@ class Engine:
         report: SlotReport,
         now: Mapping[str, Coast] | None = None,
         others: Others | None = None,
+        ending: Iterable[Ending] = (),
     ) -> None:
         """Slot ``t``'s progress, failures, pauses and measurements; ``now``: the coasting
-        jobs (:mod:`.coast`), ``others``: the rest of the allocation."""
+        jobs (:mod:`.coast`), ``others``: the rest of the allocation, ``ending``: the
+        coasting jobs this slot finishes."""
         records_of, progress, running = self._active, report.progress, JobState.RUNNING
-        finished: list[str] = []  # the one road to DONE is below
+        finished: list[str] = []  # each by _finish, the one road to DONE
         for job_id, p in allocation.items() if others is None else others:
             record = records_of[job_id]
             prog = progress.get(job_id)
@@ -529,13 +526,8 @@ class Engine:
             if prog.restart_s:
                 record.restart_s += prog.restart_s
             if prog.finished:
-                record.progress = record.spec.total_work
-                self._move(record, JobState.DONE)
-                record.completion_slot = t
-                offset = (
-                    prog.finish_offset_s if prog.finish_offset_s is not None else self.slot_seconds
-                )
-                record.completion_time_s = t * self.slot_seconds + offset
+                offset = prog.finish_offset_s
+                self._finish(record, t, self.slot_seconds if offset is None else offset)
                 finished.append(job_id)
         fatal: list[tuple[str, str]] = []
         for job_id, failure in report.failures.items():
@@ -563,6 +555,10 @@ class Engine:
         if now:
             assert self._coasting is not None and others is not None
             self._coasting.account(t, now, others, report.measurements, self._observe)
+            for c, offset in ending:  # after account(), which adds their slot's progress
+                self._finish(c.record, t, offset)
+                finished.append(c.job_id)
+                self._coasting.drop(c.job_id)
         else:
             for m in report.measurements:
                 self._observe(t, m)
@@ -581,6 +577,14 @@ class Engine:
                 self._call("on_completion", self.policy.on_completion, job_id, view)
         if self._coasting is not None and others is not None:
             self._coasting.register(t, others, self._active)
+
+    def _finish(self, record: JobRecord, t: int, offset: float) -> None:
+        """The one road to DONE: ``record``'s job finished ``offset`` seconds into slot
+        ``t``."""
+        record.progress = record.spec.total_work
+        self._move(record, JobState.DONE)
+        record.completion_slot = t
+        record.completion_time_s = t * self.slot_seconds + offset
 
     def _observe(self, t: int, m: Measurement) -> None:
         """One measurement to the runtime model, and its error against the prediction."""

@@ -46,6 +46,8 @@ class SteadySlot(NamedTuple):
     """A slot that repeats the one before it, known in advance (see
     :meth:`Executor.steady`): the job keeps its placement, owes no start-up or restart, and
     its work and measurement are the same as last slot's while the slot does not finish it.
+    The slot that does finish it (``units`` >= what remains, less 1e-9) does the remaining
+    ``left`` units in ``left / rate`` seconds, measured at the same seconds per iteration.
     """
 
     units: float  # work done in the slot
@@ -54,6 +56,7 @@ class SteadySlot(NamedTuple):
     iteration_s: float  # measured seconds per iteration
     compute_s: float
     comm_s: float
+    rate: float  # units per second
 
 
 @dataclass
@@ -86,8 +89,9 @@ class Executor(ABC):
 
     def steady(self, job_id: str, placement: Placement) -> SteadySlot | None:
         """The next slot of ``job_id`` under ``placement`` if it will repeat the last one
-        (while it does not finish the job), else None. The engine then accounts such
-        slots itself, in order, and leaves them out of :meth:`apply_except`."""
+        (and, if it finishes the job, end it as :class:`SteadySlot` says), else None. The
+        engine then accounts such slots itself, in order, and leaves them out of
+        :meth:`apply_except`."""
         return None
 
     def apply_except(

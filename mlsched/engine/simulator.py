@@ -170,6 +170,7 @@ class SimulatedExecutor(Executor):
                     iter_s,
                     compute,
                     comm,
+                    rate,
                 ),
             )
             if len(self._parts) > 200_000:
@@ -210,7 +211,8 @@ class SimulatedExecutor(Executor):
 
     def steady(self, job_id: str, placement: Placement) -> SteadySlot | None:
         """A job that ran last slot under ``placement`` and owes nothing repeats its slot
-        (what :meth:`apply` does for it while the slot does not finish it)."""
+        (what :meth:`apply` does for it: the same slot while it does not finish the job,
+        then the rest of its work at the same rate, with nothing lost to start-ups)."""
         if self.truth.noise > 0 or job_id in self._debt or self._last.get(job_id) is not placement:
             return None
         cached = self._last_parts.get(job_id)

@@ -102,7 +102,7 @@ class Charges:
         if shrank or grew:
             self._util = None
         if grew:
-            self._check_capacity(policy, t, sorted(grew))
+            self._check_capacity(policy, t)
         over_link = self.links.overload()
         if over_link:
             raise PolicyError(policy, f"slot {t}: {over_link}")
@@ -153,15 +153,17 @@ class Charges:
         if why:
             raise PolicyError(name, f"slot {t}: job {job_id!r}: {why}")
 
-    def _check_capacity(self, name: str, t: int, idx: list[int]) -> None:
-        over = self.used[idx] - self.cluster.capacity[idx]
-        if (over > 1e-6).any():
-            i, r = np.argwhere(over > 1e-6)[0]
-            server = self.cluster.servers[idx[i]]
+    def _check_capacity(self, name: str, t: int) -> None:
+        # Every server in one comparison (cheaper than indexing the ones that grew): those
+        # that did not grow are within capacity, so any over it grew.
+        over = self.used - self.cluster.capacity > 1e-6
+        if over.any():
+            i, r = np.argwhere(over)[0]
+            server = self.cluster.servers[i]
             resource = self.cluster.resource_names[r]
             raise PolicyError(
                 name,
                 f"slot {t}: server {server.name} over-allocated on "
-                f"{resource}: uses {self.used[idx[i], r]:g} of "
-                f"{self.cluster.capacity[idx[i], r]:g}",
+                f"{resource}: uses {self.used[i, r]:g} of "
+                f"{self.cluster.capacity[i, r]:g}",
             )

@@ -10,7 +10,9 @@ imports count. Where Gavel's simulator is installed beside the repository
 RPC stubs built), each repeat runs it too on the same file, FIFO, seed 0, one after the
 other with mlsched (paired), and reads its average JCT, utilization and per-type rounds
 from its output; else it says how to install it and compares with the figures in the
-README beside the trace.
+README beside the trace. Each repeat runs Gavel first, then mlsched's policies in an
+order that turns by one each repeat, so that no policy is always the process that runs
+right after Gavel's.
 
 The average JCT is measured both ways: mlsched's own (completion - arrival slot) and
 Gavel's (completion - the trace's arrival second). The report explains the gap between
@@ -18,7 +20,7 @@ mlsched's FIFO and Gavel's: ``gavel-fifo`` runs Gavel's FIFO semantics in mlsche
 (docs/algorithms/baselines.md), so what it closes is semantics and what is left is the
 two engines.
 
-    python -m benchmarks.gavel_trace [--repeat 3] [--trace PATH] [--policies fifo,gavel-fifo]
+    python -m benchmarks.gavel_trace [--repeat 5] [--trace PATH] [--policies fifo,gavel-fifo]
         [--gavel DIR] [--gavel-python PY] [--out DIR|FILE]
 """
 
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--policies", default="fifo,gavel-fifo")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--gavel", type=Path, default=DEFAULT_GAVEL, help="Gavel's checkout")
     parser.add_argument("--gavel-python", help="its interpreter (default: DIR/.venv's)")
     parser.add_argument(
@@ -241,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         pair: dict[str, Any] = {}
         if installed:
             pair["gavel"] = run_gavel(args.trace, args.gavel, python)
+        turn = i % len(policies)
         with tempfile.TemporaryDirectory() as tmp:
-            for policy in policies:
+            for policy in policies[turn:] + policies[:turn]:
                 pair[policy] = run_once(args.trace, policy, Path(tmp))
         runs.append(pair)
         print(f"run {i + 1}/{args.repeat}: {json.dumps(pair)}", file=sys.stderr)

@@ -166,8 +166,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "engine-capacity-slack",
         "mlsched/engine/charges.py",
-        "if (over > 1e-6).any():",
-        "if (over > 1.0).any():",
+        "over = self.used - self.cluster.capacity > 1e-6",
+        "over = self.used - self.cluster.capacity > 1.0",
         ("tests/test_engine.py",),
         "a server over-allocated by up to one unit passes",
     ),

@@ -508,6 +508,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a quiet repeat's sample never reaches its key's window",
     ),
     Mutant(
+        "round-robin-looks-at-the-first-server",
+        "mlsched/scheduler/placement.py",
+        "                    fits = ledger.fits(s, demand)\n",
+        "                    fits = ledger.fits(servers[0], demand)\n",
+        ("tests/test_round_robin.py",),
+        "a fill's first pass judges each server by the room of the first in its order",
+    ),
+    Mutant(
         "coast-ends-at-the-slot-end",
         "mlsched/engine/engine.py",
         "                self._finish(c.record, t, offset)\n",

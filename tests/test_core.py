@@ -372,6 +372,27 @@ def test_placement_merges_duplicates_and_drops_zero_counts() -> None:
 def test_negative_task_count_names_the_field() -> None:
     with pytest.raises(SpecError, match="'ps'"):
         Placement(((0, 1),), ((0, -1),))
+    with pytest.raises(SpecError, match="'workers'"):  # one group alone is checked too
+        Placement(((0, -2),))
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (((3, 2),), ((3, 2),)),
+        (((3, 0),), ()),
+        (((np.int64(3), np.int64(2)),), ((3, 2),)),
+        (((True, 1),), ((1, 1),)),
+        ([(3, 2)], ((3, 2),)),
+    ],
+)
+def test_a_single_task_group_is_kept_as_plain_ints(given: Any, kept: Any) -> None:
+    """One (server, count) pair, the common placement: a zero count is dropped, numpy or
+    bool numbers become ints, a list becomes a tuple, as for any other placement."""
+    p = Placement(given)
+    assert p.workers == kept
+    assert all(type(x) is int for pair in p.workers for x in pair)
+    assert p.n_workers == sum(c for _, c in kept)
 
 
 def test_usage_sums_worker_and_ps_demands_per_server(tiny_cluster: Cluster) -> None:

@@ -36,6 +36,14 @@ _count = itemgetter(1)
 
 
 def _normalise(pairs: Iterable[tuple[int, int]], what: str) -> tuple[tuple[int, int], ...]:
+    if type(pairs) is tuple and len(pairs) <= 1:  # none, or one task group: the common case
+        if not pairs:
+            return pairs
+        one = pairs[0]
+        if type(one) is tuple and len(one) == 2:
+            server, count = one
+            if type(server) is int and type(count) is int and count > 0:
+                return pairs
     merged: dict[int, int] = {}
     for server, count in pairs:
         if count < 0:

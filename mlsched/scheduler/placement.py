@@ -85,6 +85,10 @@ class EmptyFit:
         return fits
 
 
+#: Servers without room a fill's first pass looks at one by one before it looks at all.
+_LOOK_ALONE = 4
+
+
 def _fill(
     servers: Sequence[int],
     demand: np.ndarray,
@@ -103,17 +107,29 @@ def _fill(
         # Cycle over the servers, one task per visit (round-robin spreading).
         live: Sequence[int] = servers
         if len(servers) > 1:
-            # One vectorised look first: a server that cannot take one task now cannot later
-            # in this fill either (it only loses capacity), so the passes skip it, and on
-            # the first pass every server with room still has it. (Every server's row at
-            # once: cheaper than indexing the rows of ``servers``.)
-            fits = demand <= ledger.free + 1e-9
-            room: list[bool] = np.logical_and.reduce(fits, axis=1).tolist()
+            # The first pass: a server that cannot take one task now cannot later in this
+            # fill either (it only loses capacity), so the later passes skip it; and a
+            # server's room when the pass reaches it is its room before the fill (no task
+            # went to it yet). The first few are looked at one by one (a small job finds
+            # room at once), the rest in one vectorised look at every server's row (cheaper
+            # than indexing the rows of ``servers``).
+            room: list[bool] | None = None
+            misses = 0
             live = []
             for s in servers:
                 if not left:
                     break
-                if room[s]:
+                if room is None:
+                    fits = ledger.fits(s, demand)
+                    if not fits:
+                        misses += 1
+                        if misses == _LOOK_ALONE:
+                            room = np.logical_and.reduce(
+                                demand <= ledger.free + 1e-9, axis=1
+                            ).tolist()
+                else:
+                    fits = room[s]
+                if fits:
                     ledger.take(s, demand)
                     taken[s] = taken.get(s, 0) + 1
                     left -= 1

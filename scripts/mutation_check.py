@@ -156,12 +156,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "one worker more than the job allows passes",
     ),
     Mutant(
-        "engine-capacity-checked-where-several-grew",
+        "engine-capacity-checked-only-beside-a-release",
         "mlsched/engine/charges.py",
         "        if grew:\n            self._check_capacity(policy, t)",
-        "        if len(grew) > 1:\n            self._check_capacity(policy, t)",
+        "        if grew and shrank:\n            self._check_capacity(policy, t)",
         ("tests/test_engine.py",),
-        "an allocation that adds use on one server only is never checked against capacity",
+        "an allocation that only adds use, releasing none, is never checked against capacity",
     ),
     Mutant(
         "engine-capacity-slack",

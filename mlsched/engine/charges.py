@@ -66,10 +66,9 @@ class Charges:
     ) -> None:
         """Check slot ``t``'s allocation by ``policy`` and charge it in place of the last
         one (``records``: every job by id). Raises :class:`PolicyError`."""
-        # Servers whose use shrank or grew: only those it grew on can be over now (demands
-        # are >= 0, and the last charge left every server within capacity).
-        shrank: set[int] = set()
-        grew: set[int] = set()
+        # Whether any server's use shrank or grew: only if some grew can one be over now
+        # (demands are >= 0, and the last charge left every server within capacity).
+        shrank = grew = False
         placed = self._placed
         changed: list[tuple[str, Placement]] = []
         for job_id, p in allocation.items():
@@ -85,10 +84,10 @@ class Charges:
             if prev is not None:
                 for s, u in self._rows(job, prev):
                     self.used[s] -= u
-                    shrank.add(s)
+                    shrank = True
             for s, u in self._rows(job, p):
                 self.used[s] += u
-                grew.add(s)
+                grew = True
         gone = placed.keys() - allocation.keys()  # dict views: C-level; in charge order below
         for job_id in [j for j in placed if j in gone] if gone else ():
             prev = self._placed.pop(job_id)
@@ -96,7 +95,7 @@ class Charges:
             self.links.change(job, prev, None)
             for s, u in self._rows(job, prev):
                 self.used[s] -= u
-                shrank.add(s)
+                shrank = True
         for job_id, p in changed:  # a kept placement object is already there
             placed[job_id] = p
         if shrank or grew:

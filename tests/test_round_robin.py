@@ -57,7 +57,7 @@ def test_round_robin_places_as_the_rule_says(seed: int) -> None:
     # Some servers nearly full, some empty, in runs, so that first passes miss 0 to 20.
     for s in range(24):
         ledger.free[s] = rng.choice([0.0, 1.0, 4.0]) * np.array([1.0, 4.0])
-    checked = placed = failed = 0
+    placed = failed = 0
     for i in range(200):
         gpus = int(rng.integers(1, 3))
         workers = int(rng.integers(1, 9))
@@ -74,7 +74,6 @@ def test_round_robin_places_as_the_rule_says(seed: int) -> None:
         before = ledger.free.copy()
         expected = _reference(before, demand, workers, order)
         got = rr.place(job, workers, 0, ledger)
-        checked += 1
         if expected is None:
             assert got is None
             assert np.array_equal(ledger.free, before)  # a failed fill takes nothing
@@ -86,4 +85,4 @@ def test_round_robin_places_as_the_rule_says(seed: int) -> None:
         if rng.random() < 0.3:  # capacity comes back now and then, as jobs end
             s = int(rng.integers(0, 24))
             ledger.free[s] = cluster.capacity[s].copy()
-    assert placed > 20 and failed > 5 and checked == 200
+    assert placed > 20 and failed > 5

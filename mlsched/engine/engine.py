@@ -405,7 +405,8 @@ class Engine:
 
     # Arrivals ---------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        started = time.perf_counter()
+        observe = self.observe
+        started = time.perf_counter() if observe is not None else 0.0
         try:
             return fn(*args)
         except (PolicyError, KeyboardInterrupt):
@@ -413,8 +414,8 @@ class Engine:
         except Exception as err:  # wrap with the policy's name: a policy bug, not bad input
             raise PolicyError(self.policy.name, f"{what} failed: {err!r}") from err
         finally:
-            if self.observe is not None:
-                self.observe(what, time.perf_counter() - started)
+            if observe is not None:
+                observe(what, time.perf_counter() - started)
 
     def _admit_arrivals(self, t: int) -> int:
         n = 0
@@ -579,8 +580,7 @@ class Engine:
             self._coasting.register(t, others, self._active)
 
     def _finish(self, record: JobRecord, t: int, offset: float) -> None:
-        """The one road to DONE: ``record``'s job finished ``offset`` seconds into slot
-        ``t``."""
+        """The one road to DONE: ``record``'s job ended ``offset`` seconds into slot ``t``."""
         record.progress = record.spec.total_work
         self._move(record, JobState.DONE)
         record.completion_slot = t

@@ -127,14 +127,25 @@ class CapacityLedger:
 
     def fits(self, server: int, demand: np.ndarray, count: int = 1) -> bool:
         need = demand if count == 1 else demand * count
-        return bool((need <= self.free[server] + 1e-9).all())
+        # The same comparisons as numpy's, over a few floats: several times faster than
+        # three array operations on a row of a handful of resources.
+        for n, f in zip(need.tolist(), self.free[server].tolist(), strict=True):
+            if not n <= f + 1e-9:
+                return False
+        return True
 
     def max_count(self, server: int, demand: np.ndarray) -> int:
         """How many tasks of ``demand`` fit on ``server``."""
-        need = demand > 0
-        if not need.any():
+        # numpy's divisions and minimum over the demanded resources, on a few floats.
+        least: float | None = None
+        for d, f in zip(demand.tolist(), self.free[server].tolist(), strict=True):
+            if d > 0:
+                ratio = f / d
+                if least is None or ratio < least:
+                    least = ratio
+        if least is None:
             return 1 << 30
-        return math.floor(float(np.min(self.free[server, need] / demand[need])) + 1e-9)
+        return math.floor(least + 1e-9)
 
     def max_counts(self, servers: np.ndarray, demand: np.ndarray) -> list[int]:
         """:meth:`max_count` of each of ``servers`` (an index array), in one look."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from mlsched.core.errors import SpecError
 from mlsched.workloads.traces.records import (
@@ -39,6 +38,17 @@ _FIELDS = (
     "priority_weight",
     "SLO",
     "arrival_time",
+)
+_TYPE, _STEPS, _SCALE, _PRIORITY, _SLO, _ARRIVAL = (
+    _FIELDS.index(f)
+    for f in (
+        "job_type",
+        "total_steps",
+        "scale_factor",
+        "priority_weight",
+        "SLO",
+        "arrival_time",
+    )
 )
 _KEY = re.compile(r"\('(?P<type>[^']{1,200})', (?P<scale>[0-9]{1,6})\)")
 #: The table's file name in Gavel's repository, looked for beside the trace.
@@ -92,6 +102,7 @@ def read_gavel(path: Path, reading: Reading, table: Table) -> None:
     """Add the trace's jobs to ``reading``, with the table's per-type step times."""
     where = str(path)
     slo = 0
+    steps: dict[tuple[str, int], dict[str, float]] = {}  # a job type's step times, made once
     with open_text(path, "trace") as handle:
         for number_, line in enumerate(handle, start=1):
             if not line.strip():
@@ -105,9 +116,9 @@ def read_gavel(path: Path, reading: Reading, table: Table) -> None:
                         len(cells),
                         f"{len(_FIELDS)} tab-separated fields: " + ", ".join(_FIELDS),
                     )
-                job = _job(cells, reading, table)
+                job = _job(cells, reading, table, steps)
                 if job is not None:
-                    slo += cells[8].strip() not in ("-1", "-1.0", "-1.000000", "")
+                    slo += cells[_SLO].strip() not in ("-1", "-1.0", "-1.000000", "")
                     reading.add(job)
             except SpecError as err:
                 reading.invalid(err, f"{where}: line {number_}")
@@ -115,29 +126,38 @@ def read_gavel(path: Path, reading: Reading, table: Table) -> None:
         reading.assume(f"SLOs of {slo} jobs ignored (mlsched utilities are not SLOs)")
 
 
-def _job(cells: list[str], reading: Reading, table: Table) -> TraceJob | None:
-    row: dict[str, Any] = dict(zip(_FIELDS, cells, strict=True))
-    job_type = row["job_type"].strip()
-    steps = int(number(row["total_steps"], "total_steps", low=1, high=1e12, integer=True))
-    scale = gpu_count(row["scale_factor"], "scale_factor")
+def _job(
+    cells: list[str],
+    reading: Reading,
+    table: Table,
+    steps: dict[tuple[str, int], dict[str, float]],
+) -> TraceJob | None:
+    job_type = cells[_TYPE].strip()
+    iterations = int(number(cells[_STEPS], "total_steps", low=1, high=1e12, integer=True))
+    scale = gpu_count(cells[_SCALE], "scale_factor")
     if scale == 0:
         reading.skip("no GPUs")
         return None
-    rates = table.get((job_type, scale))
-    if not rates:
-        raise SpecError(
-            "job_type",
-            f"{job_type} x{scale}",
-            "a job type and scale factor in the throughput table",
-        )
+    kind = (job_type, scale)
+    step_s = steps.get(kind)
+    if step_s is None:
+        rates = table.get(kind)
+        if not rates:
+            raise SpecError(
+                "job_type",
+                f"{job_type} x{scale}",
+                "a job type and scale factor in the throughput table",
+            )
+        # Shared by the type's jobs: a trace job's mapping is read, never changed.
+        step_s = steps[kind] = {t: 1.0 / r for t, r in sorted(rates.items())}
     return TraceJob(
         job_id=f"gavel-{reading.rows - 1:05d}",
-        arrival_s=seconds(row["arrival_time"], "arrival_time"),
+        arrival_s=seconds(cells[_ARRIVAL], "arrival_time"),
         gpus=scale,
-        iterations=steps,
+        iterations=iterations,
         model=job_type,
-        priority=number(row["priority_weight"], "priority_weight", low=0, high=1e6),
-        step_s_by_type={t: 1.0 / r for t, r in sorted(rates.items())},
+        priority=number(cells[_PRIORITY], "priority_weight", low=0, high=1e6),
+        step_s_by_type=step_s,
     )
 
 

@@ -126,9 +126,15 @@ def open_text(path: Path, what: str) -> Any:
 
 def number(text: Any, column: str, *, low: float, high: float, integer: bool = False) -> float:
     """A finite number in [low, high] from a cell; the error names the trace's column."""
-    if isinstance(text, bool):
+    if type(text) is str:  # a cell as read: the common case, inline
+        try:
+            value = float(text)  # float() strips whitespace as str.strip() does
+        except ValueError:
+            kind = "an integer" if integer else "a number"
+            raise SpecError(column, text.strip(), kind) from None
+    elif isinstance(text, bool):
         raise SpecError(column, text, "a number")
-    if isinstance(text, (int, float)):
+    elif isinstance(text, (int, float)):
         value = float(text)
     else:
         cell = str(text).strip()

@@ -103,19 +103,23 @@ def config_from_args(args: argparse.Namespace) -> Config:
         return Config("replay", replay=args.replay, json=args.json)
     if cmd == "simulate":
         from mlsched.engine.simulator import DEFAULT_RESTART_S, TruthConfig
-        from mlsched.perfmodel.profile import load_profile
 
         for name in ("workload", "policy"):
             if not getattr(args, name):
                 raise SpecError(f"--{name}", None, "given (or --replay STATE.db)")
 
+        profile = None
+        if args.profile is not None:  # imported only then: the truth mostly comes from specs
+            from mlsched.perfmodel.profile import load_profile
+
+            profile = load_profile(args.profile)
         truth = TruthConfig(
             compute_scale=args.truth_compute_scale,
             comm_scale=args.truth_comm_scale,
             noise=args.truth_noise,
             restart_s=DEFAULT_RESTART_S if args.restart_s is None else args.restart_s,
             startup_s=args.startup_s,
-            profile=None if args.profile is None else load_profile(args.profile),
+            profile=profile,
         )
         return Config(
             cmd,

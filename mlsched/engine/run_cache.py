@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
-import tempfile
 from collections.abc import Mapping
 from enum import Enum
 from functools import cache
@@ -105,6 +104,8 @@ def load(directory: Path, key: str) -> RunResult | None:
 
 def store(directory: Path, key: str, result: RunResult) -> None:
     """Write atomically: a reader sees a whole result or none."""
+    import tempfile  # only where runs are cached
+
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".run-", suffix=".tmp")
     try:

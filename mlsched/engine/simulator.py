@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,10 @@ from mlsched.core.job import JobSpec
 from mlsched.engine.executor import Executor, JobProgress, SlotReport, SteadySlot
 from mlsched.perfmodel.base import NO_NIC, Measurement
 from mlsched.perfmodel.estimator import RuntimeEstimator
-from mlsched.perfmodel.profile import Profile
-from mlsched.perfmodel.profiled import ProfileLookup, placement_shape
+
+if TYPE_CHECKING:
+    from mlsched.perfmodel.profile import Profile
+    from mlsched.perfmodel.profiled import ProfileLookup
 
 __all__ = ["DEFAULT_RESTART_S", "SimulatedExecutor", "TruthConfig"]
 
@@ -123,7 +125,11 @@ class SimulatedExecutor(Executor):
         self.slot_seconds = float(slot_seconds)
         self.truth = truth or TruthConfig()
         self._model = RuntimeEstimator(cluster, families)
-        self._lookup = ProfileLookup(self.truth.profile) if self.truth.profile else None
+        self._lookup: ProfileLookup | None = None
+        if self.truth.profile:  # imported here: a truth from the specs never needs it
+            from mlsched.perfmodel.profiled import ProfileLookup
+
+            self._lookup = ProfileLookup(self.truth.profile)
         self._seed = seed
         self._rng: np.random.Generator | None = None  # made at the first noisy slot
         self._last: dict[str, Placement] = {}
@@ -192,6 +198,8 @@ class SimulatedExecutor(Executor):
             servers = self.cluster.servers
             types = {servers[s].gpu_type for s, _ in p.workers}
             device = p.worker_type or job.gpu_type or (types.pop() if len(types) == 1 else None)
+            from mlsched.perfmodel.profiled import placement_shape  # with the lookup
+
             shape = placement_shape(p, self.cluster)
             match = self._lookup.match(job, p.n_workers, device, shape)
         if match is None:

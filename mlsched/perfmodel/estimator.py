@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -37,11 +37,13 @@ from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.perfmodel.base import GBIT, Measurement, PerfFamily, RuntimeModel
 from mlsched.perfmodel.fit import FitResult, fit_linear
 from mlsched.perfmodel.hetero import HeteroModel
-from mlsched.perfmodel.profile import Profile
-from mlsched.perfmodel.profiled import ProfileLookup
 from mlsched.perfmodel.ps_async import AsyncPSModel
 from mlsched.perfmodel.ps_sync import SyncPSModel
 from mlsched.perfmodel.ring import RingAllReduceModel
+
+if TYPE_CHECKING:
+    from mlsched.perfmodel.profile import Profile
+    from mlsched.perfmodel.profiled import ProfileLookup
 
 __all__ = ["FAMILIES", "JOB_KINDS", "ProfileKey", "RuntimeEstimator", "default_family"]
 
@@ -140,7 +142,11 @@ class RuntimeEstimator(RuntimeModel):
     ) -> None:
         self.cluster = cluster
         self.profile = profile
-        self._lookup = ProfileLookup(profile) if profile is not None else None
+        self._lookup: ProfileLookup | None = None
+        if profile is not None:  # imported here: a run without a profile never needs it
+            from mlsched.perfmodel.profiled import ProfileLookup
+
+            self._lookup = ProfileLookup(profile)
         self._server_type_of: tuple[Cluster, str | None] | None = None
         self._choice = dict(families or {})
         for kind, fam in self._choice.items():

@@ -47,7 +47,7 @@ from mlsched.workloads.traces.cli import run_trace
 # the trainers' options (sockets, the training settings) are imported with their commands
 # (mlsched.cli_commands builds the parsers).
 if TYPE_CHECKING:
-    from mlsched.experiments.base import ProgressFactory
+    from mlsched.experiments.progress import ProgressFactory
 
 __all__ = ["Config", "EnvDefault", "config_from_args", "get_args_parser", "main", "run"]
 
@@ -173,7 +173,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 # Run ------------------------------------------------------------------------------------
 def run(config: Config) -> int:
-    from mlsched.experiments import experiments
     from mlsched.scheduler.registry import available
     from mlsched.workloads import builtin_workloads
 
@@ -182,9 +181,7 @@ def run(config: Config) -> int:
         "replay": run_replay,
         "policies": lambda c: _print_names(available(), json_out=c.json, extra=_policy_facts),
         "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
-        "experiments": lambda c: _print_names(
-            dict(sorted({**experiments(), **EMULATED_EXPERIMENTS}.items())), json_out=c.json
-        ),
+        "experiments": _list_experiments,
         "experiment": _experiment,
         "demo": _demo,
         "train": _train,
@@ -252,8 +249,15 @@ def _tqdm(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
         yield advance
 
 
+def _list_experiments(config: Config) -> int:
+    from mlsched.experiments import experiments  # the registry imports every experiment
+
+    listed = dict(sorted({**experiments(), **EMULATED_EXPERIMENTS}.items()))
+    return _print_names(listed, json_out=config.json)
+
+
 def _progress(config: Config) -> ProgressFactory:
-    from mlsched.experiments.base import no_progress
+    from mlsched.experiments.progress import no_progress
 
     return _tqdm if config.progress else no_progress
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mlsched.cli_config import Config
     from mlsched.engine.engine import RunResult
     from mlsched.engine.summary import Summary
-    from mlsched.experiments.base import ProgressFactory
+    from mlsched.experiments.progress import ProgressFactory
 
 __all__ = ["options_for", "run_replay", "run_simulate"]
 

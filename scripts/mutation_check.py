@@ -281,6 +281,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a server takes one task more than its free capacity holds",
     ),
     Mutant(
+        "ledger-max-counts-first-resource",
+        "mlsched/scheduler/view.py",
+        "yield math.floor(min(row[j] / d for j, d in need) + 1e-9)",
+        "yield math.floor(row[need[0][0]] / need[0][1] + 1e-9)",
+        ("tests/test_ledger.py",),
+        "a server's room for a task of several resources is read from its first one only",
+    ),
+    Mutant(
         "committed-release-ignored",
         "mlsched/scheduler/committed.py",
         "            self._committed.drop(job_id, after=self._next_slot - 1, release=True)\n",

@@ -21,16 +21,18 @@ def _kept(seed: int) -> tuple[ModelErrors, list[ModelError]]:
     """Random slots of own and shared entries, and the plain list they stand for."""
     rng = np.random.default_rng(seed)
     errors, plain = ModelErrors(), []
-    entries = [ModelErrors.entry(f"j{i}", float(i + 1), 2.0 * i + 1) for i in range(5)]
+    shared = [(f"j{i}", float(i + 1), 2.0 * i + 1) for i in range(5)]
+    entries = [errors.entry(*e) for e in shared]
     for t in range(int(rng.integers(5, 40))):
         keep = errors.shared(t)
         if rng.random() < 0.2:
             errors.shared(t)  # a slot marked twice keeps one mark
         for _ in range(int(rng.integers(0, 6))):
             if rng.random() < 0.5:
-                e = entries[int(rng.integers(0, len(entries)))]
-                keep(e)
-                plain.append(ModelError(e.job_id, t, e.predicted_s, e.measured_s))
+                k = int(rng.integers(0, len(entries)))
+                keep(entries[k])
+                job_id, predicted, measured = shared[k]
+                plain.append(ModelError(job_id, t, predicted, measured))
             else:
                 own = ModelError(f"own{t}", t, float(rng.random()), float(rng.random()))
                 errors.append(own)
@@ -54,6 +56,12 @@ def test_read_back_as_one_error_per_job_and_slot(seed: int) -> None:
     copy.append(ModelError("later", 99, 1.0, 1.0))
     assert list(errors) == plain and list(copy) == [*plain, ModelError("later", 99, 1.0, 1.0)]
     assert list(pickle.loads(pickle.dumps(errors))) == plain
+    assert list(pickle.loads(pickle.dumps(copy))) == list(copy)
+
+
+def test_no_errors_read_as_empty_columns() -> None:
+    predicted, measured = ModelErrors().columns()
+    assert predicted.shape == measured.shape == (0,)
 
 
 def test_a_plain_list_reads_the_same() -> None:

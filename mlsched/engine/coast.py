@@ -91,7 +91,7 @@ class Coast:
         self.epoch = -1
         self.append: Callable[[Any], None] | None = None
         self.sample: object = None
-        self.error: ModelError | None = None  # its shared model error (ModelErrors.entry)
+        self.error = -1  # its shared model error's index (ModelErrors.entry)
 
 
 #: A coasting job its slot finishes, and when within the slot (seconds).
@@ -185,7 +185,7 @@ class Coasting:
                     continue
                 if c.epoch == epoch:  # observe_repeat's whole effect, as found before
                     c.append(c.sample)  # type: ignore[misc]
-                    keep(c.error)  # type: ignore[arg-type]
+                    keep(c.error)
                     continue
                 job_id = c.job_id
                 predicted = runtime.observe_repeat(c.handle, record.spec, c.placement)

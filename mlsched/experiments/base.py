@@ -17,8 +17,7 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +27,7 @@ import numpy as np
 from mlsched.core.errors import SpecError
 from mlsched.engine.summary import Summary
 from mlsched.experiments.costs import CHARGED, RestartCost
+from mlsched.experiments.progress import ProgressFactory, no_progress
 from mlsched.experiments.report import to_json
 
 __all__ = [
@@ -53,24 +53,6 @@ log = logging.getLogger(__name__)
 
 #: Experiment sizes, smallest first.
 SCALES: tuple[str, ...] = ("smoke", "default", "paper")
-
-
-class ProgressFactory(Protocol):
-    """Opens a progress display for ``total`` steps; the yielded callable advances it."""
-
-    def __call__(
-        self, total: int | None, desc: str
-    ) -> AbstractContextManager[Callable[[int], None]]: ...
-
-
-@contextmanager
-def no_progress(total: int | None, desc: str) -> Iterator[Callable[[int], None]]:
-    """A progress display that shows nothing."""
-
-    def advance(n: int = 1) -> None:
-        return None
-
-    yield advance
 
 
 class ExperimentFn(Protocol):

@@ -147,13 +147,20 @@ class CapacityLedger:
             return 1 << 30
         return math.floor(least + 1e-9)
 
-    def max_counts(self, servers: np.ndarray, demand: np.ndarray) -> list[int]:
-        """:meth:`max_count` of each of ``servers`` (an index array), in one look."""
-        need = demand > 0
-        if not need.any():
-            return [1 << 30] * len(servers)
-        ratio = np.min(self.free[servers][:, need] / demand[need], axis=1)
-        return [math.floor(r + 1e-9) for r in ratio.tolist()]
+    def max_counts(self, servers: np.ndarray, demand: np.ndarray) -> Iterator[int]:
+        """:meth:`max_count` of each of ``servers`` (an index array), in order, from their
+        rows as they are at the first read; each found as it is read (a caller that stops
+        at the first with room reads no further)."""
+        need = [(j, d) for j, d in enumerate(demand.tolist()) if d > 0]
+        if not need:
+            yield from [1 << 30] * len(servers)
+        elif len(need) == 1:  # one demanded resource (GPUs): its column alone
+            j, d = need[0]
+            for f in self.free[servers, j].tolist():
+                yield math.floor(f / d + 1e-9)
+        else:  # numpy's divisions and minimum per row, on a few floats
+            for row in self.free[servers].tolist():
+                yield math.floor(min(row[j] / d for j, d in need) + 1e-9)
 
     def take(self, server: int, demand: np.ndarray, count: int = 1) -> None:
         self.free[server] -= demand if count == 1 else demand * count  # x * 1 is x: no copy

@@ -235,6 +235,6 @@ class GavelFifoPolicy(Policy):
                 break
         if left:
             return None
-        placement = Placement(tuple(taken))
-        ledger.place(job, placement)
-        return placement
+        for s, k in taken:  # the room max_counts found, taken (not looked for again)
+            ledger.take(s, demand, k)
+        return Placement(tuple(taken))

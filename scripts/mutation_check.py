@@ -524,6 +524,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "a fill's first pass judges each server by the room of the first in its order",
     ),
     Mutant(
+        "round-robin-one-task-pointer-stays",
+        "mlsched/scheduler/placement.py",
+        "self._next_worker = s + 1",
+        "self._next_worker = s",
+        ("tests/test_round_robin.py",),
+        "a one-task job leaves the cyclic pointer on its server, so the next job starts there",
+    ),
+    Mutant(
         "coast-ends-at-the-slot-end",
         "mlsched/engine/engine.py",
         "                self._finish(c.record, t, offset)\n",

@@ -8,7 +8,7 @@ ledger untouched and return None ("roll back the whole job", spec 001 §5.2).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -157,6 +157,26 @@ def _fill(
     return left == 0
 
 
+def _first_with_room(
+    servers: Iterable[int], demand: np.ndarray, ledger: CapacityLedger
+) -> int | None:
+    """The first of ``servers`` with room for one task of ``demand``: what :func:`_fill`'s
+    first pass gives a single task (the first few looked at one by one, then every server's
+    room in one look), without a copy of the order or of the ledger."""
+    room: list[bool] | None = None
+    misses = 0
+    for s in servers:
+        if room is None:
+            if ledger.fits(s, demand):
+                return s
+            misses += 1
+            if misses == _LOOK_ALONE:
+                room = np.logical_and.reduce(demand <= ledger.free + 1e-9, axis=1).tolist()
+        elif room[s]:
+            return s
+    return None
+
+
 def _place(
     job: JobSpec,
     n_workers: int,
@@ -252,6 +272,15 @@ class RoundRobin:
         servers = self._workers_of.get(job.gpu_type)
         if servers is None:
             servers = self._workers_of[job.gpu_type] = eligible_worker_servers(job, self.cluster)
+        if n_workers == 1 and n_ps == 0:  # one task (most trace jobs): the first with room
+            demand = self.cluster.demand_array(job.worker_demand(worker_type))
+            n, k = len(servers), bisect.bisect_left(servers, self._next_worker)
+            s = _first_with_room((servers[(k + i) % n] for i in range(n)), demand, ledger)
+            if s is None:
+                return None
+            ledger.take(s, demand)
+            self._next_worker = s + 1
+            return Placement(((s, 1),), (), worker_type=worker_type, ps_type=ps_type)
         w_order = self._rotate(servers, self._next_worker)
         p_order = self._rotate(self._ps, self._next_ps) if job.uses_ps else []
         placement = _place(

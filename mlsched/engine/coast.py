@@ -25,6 +25,7 @@ may coast again from the slot after a change.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -55,6 +56,7 @@ class Coast:
         "job_id",
         "last_slot",
         "placement",
+        "predicted",
         "rate",
         "record",
         "sample",
@@ -92,6 +94,7 @@ class Coast:
         self.append: Callable[[Any], None] | None = None
         self.sample: object = None
         self.error = -1  # its shared model error's index (ModelErrors.entry)
+        self.predicted = math.nan  # the iteration time that entry holds as predicted
 
 
 #: A coasting job its slot finishes, and when within the slot (seconds).
@@ -197,7 +200,9 @@ class Coasting:
                 quiet = runtime.repeat_quiet(c.handle)
                 if quiet is not None:
                     c.append, c.sample, predicted = quiet
-                    c.error = errors.entry(job_id, predicted, c.iteration_s)
+                    if predicted != c.predicted:  # else its shared entry stands as it was
+                        c.error = errors.entry(job_id, predicted, c.iteration_s)
+                        c.predicted = predicted
                     c.epoch = epoch
             start = stop
             if k < len(others):  # the next job that does not coast: its measurement

@@ -8,8 +8,9 @@ its own; only the memory and the time to keep them differ (an integer appended t
 instead of a tuple per job-slot, hundreds of thousands in a long trace simulation).
 
 The errors are kept as distinct entries and, in order, the index of each error's entry
-(an array of machine integers): the columns a summary reads are the entries' columns
-taken at those indices, without a Python object per error.
+(an array of C ints): the columns a summary reads are the entries' columns taken at those
+indices, without a Python object per error. A coasting job makes a new shared entry only
+when its prediction changes (:mod:`.coast`), so entries no error uses stay few.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = ["SHARED", "ModelErrors"]
 
 #: The slot a shared entry holds: its slot is its mark's.
 SHARED = -1
+#: The index array's type code: a C int, as numpy's ``intc``.
+_INDEX = "i"
 
 _model_error = partial(tuple.__new__, ModelError)
 
@@ -40,8 +43,9 @@ class ModelErrors(Sequence[ModelError]):
 
     def __init__(self, errors: Iterable[ModelError] = ()) -> None:
         self._entries: list[ModelError] = list(errors)
-        #: Each error's entry, in order (int64: read as a numpy array without a copy).
-        self._order = array("q", range(len(self._entries)))
+        #: Each error's entry, in order (C ints: read as a numpy array without a copy;
+        #: half the memory of a list of references, a long run keeping millions).
+        self._order = array(_INDEX, range(len(self._entries)))
         # Where each marked slot's shared entries begin (ascending), and that slot.
         self._at: list[int] = []
         self._slots: list[int] = []
@@ -74,14 +78,14 @@ class ModelErrors(Sequence[ModelError]):
         entries, k = self._entries, len(self._entries)
         if not self._order:
             return np.zeros(0), np.zeros(0)
-        order = np.frombuffer(self._order, dtype=np.int64)  # a view, let go on return
+        order = np.frombuffer(self._order, dtype=np.intc)  # a view, let go on return
         predicted = np.fromiter(map(itemgetter(2), entries), float, count=k)
         measured = np.fromiter(map(itemgetter(3), entries), float, count=k)
         return predicted[order], measured[order]
 
     def copy(self) -> ModelErrors:
         return _rebuild(
-            list(self._entries), array("q", self._order), list(self._at), list(self._slots)
+            list(self._entries), array(_INDEX, self._order), list(self._at), list(self._slots)
         )
 
     def _read(self, i: int, e: ModelError) -> ModelError:

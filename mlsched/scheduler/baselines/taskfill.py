@@ -129,10 +129,13 @@ class TaskFiller:
 
     # Single-server operations --------------------------------------------------------------
     def fits(self, server: int, demand: np.ndarray, spare: bool = False) -> bool:
-        room = self.free[server]
+        # numpy's comparisons (room >= demand - EPS, room less the positive reservations
+        # with ``spare``) on a server's few floats: several times faster than on the row.
+        room = self.free[server].tolist()
         if spare and self.has_reserved:
-            room = room - np.maximum(self.reserved[server], 0.0)
-        return bool((room >= demand - EPS).all())
+            reserved = self.reserved[server].tolist()
+            room = [f - (r if r > 0.0 else 0.0) for f, r in zip(room, reserved, strict=True)]
+        return all(f >= d - EPS for f, d in zip(room, demand.tolist(), strict=True))
 
     @property
     def empty(self) -> bool:

@@ -13,7 +13,7 @@ not change its previous placement back, so it is not restarted.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -273,11 +273,13 @@ class Screen:
         self._tp = self._p * req[:, 1:]
         self._has_ps = req[:, 1] > 0
         self._live = np.arange(len(idx), dtype=np.intp)  # a policy refreshes after taking
+        self._order = self._live.tolist()  # the same, for a search per request
 
     def next(self, after: int) -> int:
         """The first live request after position ``after``; -1 when none is left."""
-        k = int(np.searchsorted(self._live, after, side="right"))
-        return int(self._live[k]) if k < len(self._live) else -1
+        order = self._order
+        k = bisect_right(order, after)
+        return order[k] if k < len(order) else -1
 
     def refresh(self, start: int) -> None:
         live = self._live
@@ -293,6 +295,7 @@ class Screen:
                 keep[np.flatnonzero(has_ps)[~ok]] = False
                 sub = sub[keep]
         self._live = np.concatenate([live[:k], sub])
+        self._order = self._live.tolist()
 
     @staticmethod
     def _pool_ok(

@@ -272,19 +272,20 @@ class Screen:
         self._tw = self._w * req[:, :1]
         self._tp = self._p * req[:, 1:]
         self._has_ps = req[:, 1] > 0
-        self._live = np.arange(len(idx), dtype=np.intp)  # a policy refreshes after taking
-        self._order = self._live.tolist()  # the same, for a search per request
+        # The live requests, ascending (a list: searched once per request tried; a policy
+        # refreshes after taking).
+        self._live: list[int] = list(range(len(idx)))
 
     def next(self, after: int) -> int:
         """The first live request after position ``after``; -1 when none is left."""
-        order = self._order
-        k = bisect_right(order, after)
-        return order[k] if k < len(order) else -1
+        live = self._live
+        k = bisect_right(live, after)
+        return live[k] if k < len(live) else -1
 
     def refresh(self, start: int) -> None:
         live = self._live
-        k = int(np.searchsorted(live, start))
-        sub = live[k:]
+        k = bisect_left(live, start)
+        sub = np.array(live[k:], dtype=np.intp)
         if len(sub):
             f = self.filler
             sub = sub[self._pool_ok(sub, f.free[f.worker_pool], self._w, self._tw)]
@@ -294,8 +295,7 @@ class Screen:
                 keep = np.ones(len(sub), dtype=bool)
                 keep[np.flatnonzero(has_ps)[~ok]] = False
                 sub = sub[keep]
-        self._live = np.concatenate([live[:k], sub])
-        self._order = self._live.tolist()
+        self._live = live[:k] + sub.tolist()
 
     @staticmethod
     def _pool_ok(

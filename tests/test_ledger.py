@@ -1,12 +1,13 @@
 """The capacity ledger's room checks (mlsched.scheduler.view.CapacityLedger) against the
 array formulas they stand for: ``fits`` is every resource of the demand within the free
 capacity plus 1e-9, ``max_count`` the floor of the least free / demand ratio over the
-demanded resources plus 1e-9 (unbounded when nothing is demanded), ``max_counts`` that for
-each of several servers. The ledgers are random with free capacity drawn near multiples of
-the demand (a hair under and over), where a check that is off by its tolerance, or reads
-the wrong resource, answers differently. Which bug fails it: a tolerance dropped or
-widened, a resource the demand does not need counted (a division by zero), the least
-ratio over several resources replaced by one of them, or rows read after they changed.
+demanded resources plus 1e-9 (unbounded when nothing is demanded), ``max_counts`` and
+``fits_each`` those for several servers at once. The ledgers are random with free
+capacity drawn near multiples of the demand (a hair under and over), where a check that is
+off by its tolerance, or reads the wrong resource, answers differently. Which bug fails
+it: a tolerance dropped or widened, a resource the demand does not need counted (a
+division by zero), the least ratio over several resources replaced by one of them, or rows
+read after they changed.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def test_room_checks_match_their_array_formulas(seed: int) -> None:
                 need = demand if count == 1 else demand * count
                 assert ledger.fits(s, demand, count) == bool((need <= ledger.free[s] + 1e-9).all())
             assert ledger.max_count(s, demand) == _count(ledger.free[s], demand)
+        assert ledger.fits_each(demand) == [ledger.fits(s, demand) for s in range(n)]
         servers = rng.permutation(n)[: rng.integers(1, n + 1)]
         expected = [_count(ledger.free[s], demand) for s in servers]
         assert list(ledger.max_counts(servers, demand)) == expected

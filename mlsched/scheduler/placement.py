@@ -124,9 +124,7 @@ def _fill(
                     if not fits:
                         misses += 1
                         if misses == _LOOK_ALONE:
-                            room = np.logical_and.reduce(
-                                demand <= ledger.free + 1e-9, axis=1
-                            ).tolist()
+                            room = ledger.fits_each(demand)
                 else:
                     fits = room[s]
                 if fits:
@@ -171,7 +169,7 @@ def _first_with_room(
                 return s
             misses += 1
             if misses == _LOOK_ALONE:
-                room = np.logical_and.reduce(demand <= ledger.free + 1e-9, axis=1).tolist()
+                room = ledger.fits_each(demand)
         elif room[s]:
             return s
     return None

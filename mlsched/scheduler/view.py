@@ -134,6 +134,10 @@ class CapacityLedger:
                 return False
         return True
 
+    def fits_each(self, demand: np.ndarray) -> list[bool]:
+        """:meth:`fits` of one task on every server, in one look at every row."""
+        return np.logical_and.reduce(demand <= self.free + 1e-9, axis=1).tolist()
+
     def max_count(self, server: int, demand: np.ndarray) -> int:
         """How many tasks of ``demand`` fit on ``server``."""
         # numpy's divisions and minimum over the demanded resources, on a few floats.

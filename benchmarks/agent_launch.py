@@ -35,8 +35,8 @@ from benchmarks.__main__ import machine
 from benchmarks.output import out_file, ready
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.core.train_config import Backend, TrainConfig
-from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
+from mlsched.testbed.local import agent_command
 from mlsched.trainers.allreduce.horovod import horovod_available
 from mlsched.trainers.launch import commands, free_port
 

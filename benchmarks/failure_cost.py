@@ -34,8 +34,8 @@ import yaml
 from benchmarks.__main__ import machine
 from benchmarks.output import out_file, ready
 from mlsched.controller.server import Controller, ControllerConfig
-from mlsched.demo import agent_command
 from mlsched.net.ports import free_port_range
+from mlsched.testbed.local import agent_command
 from mlsched.trainers.launch import flag_value
 
 RESULTS = Path(__file__).resolve().parent / "results"

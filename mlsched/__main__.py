@@ -1,6 +1,6 @@
 """``python -m mlsched``: the same as the ``mlsched`` command."""
 
-from mlsched.cli import main
+from mlsched.cli.entry import main
 
 __all__: list[str] = []
 

@@ -157,8 +157,8 @@ def testbed_part(work: Path, slot_s: float, deadline_s: float, device: str) -> d
     import yaml
 
     from mlsched.controller.server import Controller, ControllerConfig
-    from mlsched.demo import agent_command
     from mlsched.net.ports import free_port_range
+    from mlsched.testbed.local import agent_command
 
     if device == "cuda":
         jobs = [

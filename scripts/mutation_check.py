@@ -91,7 +91,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fidelity-error-over-simulated",
-        "mlsched/emulation/fidelity_report.py",
+        "mlsched/testbed/fidelity/report.py",
         "return abs(simulated - measured) / measured",
         "return abs(simulated - measured) / simulated",
         ("tests/test_fidelity_report.py",),
@@ -381,7 +381,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "fidelity-rows-read-one-run",
-        "mlsched/emulation/experiment.py",
+        "mlsched/testbed/experiment.py",
         "js = jct_s(sim, simulated.slot_seconds) if sim is not None else None",
         "js = jct_s(rec, measured.slot_seconds) if sim is not None else None",
         ("tests/test_emulation.py", "-k", "fidelity"),

@@ -18,9 +18,9 @@ import psutil
 
 from mlsched.agent import Agent
 from mlsched.controller.server import Controller, ControllerConfig
-from mlsched.demo import agent_command
 from mlsched.net.auth import ClientAuth, client_channel
 from mlsched.net.ports import free_port, free_port_range  # noqa: F401 (free_port: re-exported)
+from mlsched.testbed.local import agent_command
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 SMALL = {"num_samples": 256, "image_size": 8, "timeout_s": 15.0}

@@ -356,7 +356,7 @@ def test_env_default_for_seed(monkeypatch, tmp_path: Path):
 
 
 def test_progress_is_off_in_ci(monkeypatch):
-    from mlsched import cli
+    from mlsched.cli import entry as cli
 
     monkeypatch.setenv("CI", "1")
     assert cli._progress_enabled() is False
@@ -364,7 +364,7 @@ def test_progress_is_off_in_ci(monkeypatch):
 
 def test_every_environment_variable_the_code_reads_is_in_the_help(capsys):
     """A variable added to the code without a line in ``mlsched --help`` fails here."""
-    from mlsched.cli_parser import ENVIRONMENT
+    from mlsched.cli.parser import ENVIRONMENT
 
     root = Path(__file__).resolve().parent.parent / "mlsched"
     used = {
@@ -384,7 +384,7 @@ def test_a_command_parses_alike_with_its_parser_alone() -> None:
     from is every command the whole parser has, and each command's own parser gives the
     same arguments as the whole one (a command left out of COMMANDS, or options that only
     the whole parser adds, would differ)."""
-    from mlsched.cli_commands import COMMANDS, command_of, get_args_parser
+    from mlsched.cli.commands import COMMANDS, command_of, get_args_parser
 
     whole = get_args_parser()
     sub = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))

@@ -29,7 +29,10 @@ HEAVY_MLSCHED = (
     "mlsched.controller.server",
     "mlsched.scheduler",
     "mlsched.perfmodel",
-    "mlsched.testbed",
+    "mlsched.testbed.local",
+    "mlsched.testbed.emulated",
+    "mlsched.testbed.experiment",
+    "mlsched.testbed.fidelity",
     "mlsched.agent.daemon",
     "mlsched.agent.discovery",
     "mlsched.net.auth",
@@ -73,6 +76,14 @@ def test_building_the_parser_imports_nothing_heavy():
     assert _heavy(modules) == []
 
 
+def test_a_subsystem_s_parser_pieces_import_nothing_of_the_command_line():
+    # Subsystems' command modules build on mlsched.cli.parser; importing it must not run
+    # the entry point, which imports every subsystem's command module back.
+    modules = _modules_after("import mlsched.cli.parser")
+    assert "mlsched.cli.parser" in modules
+    assert {"mlsched.cli.entry", "mlsched.cli.commands"} & modules == set()
+
+
 def test_python_m_mlsched_imports_nothing_heavy():
     assert _heavy(_modules_after("import mlsched.__main__")) == []
 
@@ -98,3 +109,34 @@ def test_lazy_reexports_still_resolve():
         "assert not hasattr(mlsched.core, 'NoSuchName')"
     )
     assert "mlsched.agent.daemon" in _modules_after(code)
+
+
+def test_the_entry_point_is_the_function_whatever_was_imported_first():
+    # `python -m mlsched` imports the entry module first; the console script then asks the
+    # package for `main`, which must still be the function.
+    code = (
+        "import mlsched.__main__\n"
+        "from mlsched.cli import main\n"
+        "assert callable(main) and main.__module__ == 'mlsched.cli.entry', main"
+    )
+    assert "mlsched.cli.entry" in _modules_after(code)
+
+
+def test_no_lazy_export_shares_a_submodule_s_name():
+    """Importing a submodule sets the package's attribute of that name to the module, so an
+    export of the same name would be the module or the object depending on what was
+    imported first."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "mlsched"
+    clashes = []
+    for init in root.rglob("__init__.py"):
+        if "v1" in init.parts or "lazy_exports" not in init.read_text(encoding="utf-8"):
+            continue
+        package = ".".join(init.parent.relative_to(root.parent).parts)
+        submodules = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()
+        }
+        exported = set(__import__(package, fromlist=["__all__"]).__all__)
+        clashes += [f"{package}.{name}" for name in sorted(exported & submodules)]
+    assert clashes == []

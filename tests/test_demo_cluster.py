@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlsched.cli import main
-from mlsched.demo import DEMO_JOBS, demo_jobs, demo_report, run_cluster_demo
+from mlsched.testbed.local import DEMO_JOBS, demo_jobs, demo_report, run_cluster_demo
 from mlsched.trainers.allreduce.horovod import horovod_available
 
 pytestmark = pytest.mark.processes

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from mlsched.demo import DEMO_JOBS
 from mlsched.net.ports import free_port_range, listen_port
+from mlsched.testbed.local import DEMO_JOBS
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 

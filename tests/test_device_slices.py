@@ -21,8 +21,8 @@ import pytest
 from mlsched.agent.cli import add_agent_args, agent_from_args
 from mlsched.core.errors import SpecError
 from mlsched.core.train_config import Backend, Launcher, TrainConfig
-from mlsched.emulation.topology import EmulationSpec
 from mlsched.profiling.measure import Settings
+from mlsched.testbed.emulated.topology import EmulationSpec
 from mlsched.trainers.cpu_share import (
     PERIOD_US,
     CpuControl,

@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 
 from mlsched.core.errors import SpecError
-from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.netns import (
+from mlsched.testbed.emulated.cluster import EmulatedCluster
+from mlsched.testbed.emulated.netns import (
     EmulationUnavailable,
     ip,
     missing_requirements,
     netns_names,
 )
-from mlsched.emulation.shaping import read_rate_bits
-from mlsched.emulation.state import ClusterState, ProcessEntry, process_start_time
-from mlsched.emulation.topology import DATA_NET, MGMT_NETS, EmulationSpec, plan_network
+from mlsched.testbed.emulated.shaping import read_rate_bits
+from mlsched.testbed.emulated.state import ClusterState, ProcessEntry, process_start_time
+from mlsched.testbed.emulated.topology import DATA_NET, MGMT_NETS, EmulationSpec, plan_network
 from mlsched.trainers.cpu_share import group_pids
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time
@@ -286,9 +286,9 @@ def test_commands_refuse_what_they_cannot_do(
 
 
 def test_testbed_workload_is_the_emulated_cluster_and_fidelity_compares_jcts() -> None:
-    from mlsched.emulation.experiment import fidelity_rows, testbed_workload
     from mlsched.engine.builder import SimulationConfig, simulate
     from mlsched.engine.summary import jct_s
+    from mlsched.testbed.experiment import fidelity_rows, testbed_workload
 
     spec = EmulationSpec(hosts=4, racks=2, host_gbps=1.0, rack_gbps=0.2)
     workload = testbed_workload(spec, slot_seconds=5.0)

@@ -19,9 +19,9 @@ import psutil
 import pytest
 
 from mlsched.core.errors import SpecError
-from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.netns import EmulationUnavailable, missing_requirements
-from mlsched.emulation.topology import EmulationSpec
+from mlsched.testbed.emulated.cluster import EmulatedCluster
+from mlsched.testbed.emulated.netns import EmulationUnavailable, missing_requirements
+from mlsched.testbed.emulated.topology import EmulationSpec
 from mlsched.trainers.cpu_share import PERIOD_US, WEIGHT, cpu_control
 
 pytestmark = pytest.mark.processes

@@ -19,11 +19,17 @@ from typing import Any
 import pytest
 
 from mlsched.controller.server import Controller
-from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.demo import emulated_controller, wait_for_engine
-from mlsched.emulation.netns import EmulationUnavailable, missing_requirements
-from mlsched.emulation.report import CROSS_RACK, IN_RACK, bandwidth_table, comm_report, comm_table
-from mlsched.emulation.topology import EmulationSpec
+from mlsched.testbed.emulated.cluster import EmulatedCluster
+from mlsched.testbed.emulated.comm_report import (
+    CROSS_RACK,
+    IN_RACK,
+    bandwidth_table,
+    comm_report,
+    comm_table,
+)
+from mlsched.testbed.emulated.demo import emulated_controller, wait_for_engine
+from mlsched.testbed.emulated.netns import EmulationUnavailable, missing_requirements
+from mlsched.testbed.emulated.topology import EmulationSpec
 
 _MISSING = missing_requirements()
 # About 25 s of real training on emulated hosts (make soak, CI); make test keeps

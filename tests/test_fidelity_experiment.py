@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mlsched.emulation.netns import missing_requirements
+from mlsched.testbed.emulated.netns import missing_requirements
 from mlsched.trainers.cpu_share import cpu_control
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.soak]
@@ -32,10 +32,10 @@ _MISSING = [*missing_requirements(), *([] if _CONTROL else [_WHY])]
 
 def _run(out: Path) -> tuple[str, dict]:
     """One smoke run: its report (with the profile it measured) and its results."""
-    from mlsched.emulation.fidelity import run_fidelity
-    from mlsched.emulation.fidelity_report import fidelity_report
     from mlsched.perfmodel.profile import load_profile
     from mlsched.profiling.cli import profile_table
+    from mlsched.testbed.fidelity.experiment import run_fidelity
+    from mlsched.testbed.fidelity.report import fidelity_report
 
     results = run_fidelity(out=out, scale="smoke", say=lambda s: None)
     profile = load_profile(Path(results["profile"]["path"]))
@@ -56,7 +56,7 @@ def _run(out: Path) -> tuple[str, dict]:
 def test_the_simulator_predicts_the_testbed_within_the_goals(tmp_path: Path) -> None:
     """One run: the goals (per-job median error <= 10 %, each policy's mean within 10 %,
     the same ranking) are reported, and what must hold is the regression bounds
-    (``fidelity_report.REGRESSION``: 25 % for the per-job median over 8 job runs,
+    (``fidelity.report.REGRESSION``: 25 % for the per-job median over 8 job runs,
     ``REGRESSION_POLICY``: 40 % for a policy's mean of 4 jobs and the ranking's ties). One
     run's four jobs a policy do not hold a mean within 10 % on this shared 2-core machine:
     runs that met the goals when repeated missed them with fifo's mean 19 % under, then
@@ -66,7 +66,7 @@ def test_the_simulator_predicts_the_testbed_within_the_goals(tmp_path: Path) -> 
     still fails it: without start-up and restart costs the per-job median is 36-58 % off;
     the wrong slices or another server numbering move a job's JCT by its whole start-up or
     queue wait. The goals themselves are the full experiment's (docs/fidelity.md)."""
-    from mlsched.emulation.fidelity_report import regression_checks
+    from mlsched.testbed.fidelity.report import regression_checks
 
     report, result = _run(tmp_path / "run")
     missed = [c for c in result["checks"] if not c["passed"]]

@@ -16,15 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from mlsched.emulation.experiment import testbed_workload as _workload
-from mlsched.emulation.fidelity import (
+from mlsched.engine.builder import SimulationConfig, simulate
+from mlsched.engine.results import RunResult
+from mlsched.engine.simulator import TruthConfig
+from mlsched.profiling.grid import cells_for_jobs
+from mlsched.testbed.experiment import testbed_workload as _workload
+from mlsched.testbed.fidelity.experiment import (
     FIDELITY_SPEC,
     SCALES,
     _finite,
     fidelity_jobs,
     profile_settings,
 )
-from mlsched.emulation.fidelity_report import (
+from mlsched.testbed.fidelity.report import (
     FidelityRun,
     ablation_rows,
     fidelity_checks,
@@ -33,10 +37,6 @@ from mlsched.emulation.fidelity_report import (
     regression_checks,
     write_plots,
 )
-from mlsched.engine.builder import SimulationConfig, simulate
-from mlsched.engine.results import RunResult
-from mlsched.engine.simulator import TruthConfig
-from mlsched.profiling.grid import cells_for_jobs
 
 WORKLOAD = _workload(FIDELITY_SPEC, fidelity_jobs("smoke"), 10.0)
 

@@ -13,9 +13,9 @@ import pytest
 from cluster_helpers import controller, kill_tree, stub, wait_for
 
 from mlsched.controller.server import Controller
-from mlsched.demo import agent_command
 from mlsched.net.auth import ClientAuth, agent_token, client_channel
 from mlsched.net.ports import free_port_range
+from mlsched.testbed.local import agent_command
 from mlsched.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2
 
 USER = "user-token-1"

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mlsched.cli_parser import key_values, positive_float, positive_int
+from mlsched.cli.parser import key_values, positive_float, positive_int
 from mlsched.core.errors import SpecError
 from mlsched.core.server_gc import tune_for_serving
 from mlsched.net.certs_cli import add_certs_parser

@@ -3,7 +3,7 @@ trainer's settings and their defaults.
 
 Everything on the way from a job spec to a process uses it: a job's ``training:`` mapping is
 checked against the fields marked ``job`` (:data:`JOB_SETTINGS`, :func:`check_settings`),
-the controller renders one per task, :mod:`mlsched.net.train_wire` carries it to the agent,
+the controller renders one per task, :mod:`mlsched.net.task_wire` carries it to the agent,
 and :meth:`TrainConfig.to_args` turns it into the trainer's command line, whose flags
 (:mod:`mlsched.trainers.__main__`) derive from the same fields. Nothing is read from
 defaults hidden in the environment, except what torchrun / Horovod set for the all-reduce

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
-from mlsched.cli_parser import parse_executor
+from mlsched.cli.parser import parse_executor
 from mlsched.core.errors import SpecError
 
 __all__ = ["EXECUTOR_ENV", "Runner", "available_workers", "executor_spec"]

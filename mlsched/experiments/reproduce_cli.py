@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mlsched.cli_parser import add_executor_option
+from mlsched.cli.parser import add_executor_option
 from mlsched.core.errors import SpecError
 
 __all__ = ["add_reproduce_parser", "run_reproduce"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlsched.lazy import lazy_exports
+from mlsched.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from mlsched.workloads.base import Workload, register_workload

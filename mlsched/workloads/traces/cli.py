@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mlsched.cli_parser import positive_float, positive_int
+from mlsched.cli.parser import positive_float, positive_int
 
 __all__ = ["add_trace_parser", "run_trace"]
 

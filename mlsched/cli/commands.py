@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mlsched.cli_parser import (
+from mlsched.cli.parser import (
     ENVIRONMENT_EPILOG,
     EnvDefault,
     EpilogHelpFormatter,
@@ -22,9 +22,9 @@ from mlsched.cli_parser import (
     positive_int,
 )
 from mlsched.controller.cli import CLUSTER_COMMANDS, add_cluster_parsers
-from mlsched.emulation.cli import add_emulation_parser
 from mlsched.experiments.reproduce_cli import add_reproduce_parser
 from mlsched.profiling.cli import add_profile_parser
+from mlsched.testbed.cli import add_emulation_parser
 from mlsched.workloads.traces import FORMATS as _TRACE_FORMATS
 from mlsched.workloads.traces.cli import add_trace_parser
 

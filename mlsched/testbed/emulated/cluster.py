@@ -24,21 +24,21 @@ from types import TracebackType
 
 from mlsched.core.cluster import Topology
 from mlsched.core.errors import SpecError
-from mlsched.emulation.netns import (
+from mlsched.testbed.emulated.netns import (
     EmulationError,
     netns_exec,
     netns_names,
     netns_pids,
     require_emulation,
 )
-from mlsched.emulation.network import build_network, remove_network
-from mlsched.emulation.state import (
+from mlsched.testbed.emulated.network import build_network, remove_network
+from mlsched.testbed.emulated.state import (
     ClusterState,
     ProcessEntry,
     default_state_path,
     process_start_time,
 )
-from mlsched.emulation.topology import EmulationSpec, HostPlan, NetworkPlan, plan_network
+from mlsched.testbed.emulated.topology import EmulationSpec, HostPlan, NetworkPlan, plan_network
 from mlsched.trainers.cpu_share import (
     cpu_control,
     host_group,
@@ -267,7 +267,7 @@ class EmulatedCluster:
     def _probe(
         self, src: str, dst: str, mode: list[str], arg: str, *, client_result: bool = False
     ) -> dict[str, float]:
-        probe = [sys.executable, "-m", "mlsched.emulation.probe"]
+        probe = [sys.executable, "-m", "mlsched.testbed.emulated.probe"]
         to = self.plan.host(dst)
         server = subprocess.Popen(
             self.exec_argv(dst, [*probe, "serve", to.data_addr]),

@@ -23,29 +23,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsched.cli_commands import command_of, get_args_parser
-from mlsched.cli_config import Config
-from mlsched.cli_demo import run_cluster_demo
-from mlsched.cli_parser import EnvDefault, key_values
-from mlsched.cli_simulate import run_replay, run_simulate
+from mlsched.cli.commands import command_of, get_args_parser
+from mlsched.cli.config import Config
+from mlsched.cli.demo import run_cluster_demo, run_simulated_demo
+from mlsched.cli.parser import EnvDefault, key_values
+from mlsched.cli.simulate import run_replay, run_simulate
 from mlsched.controller.cli import CLUSTER_COMMANDS, run_cluster_command
 from mlsched.core.errors import PolicyError, SpecError
-from mlsched.emulation.cli import (
+from mlsched.experiments.reproduce_cli import run_reproduce
+from mlsched.profiling.cli import run_profile
+from mlsched.testbed.cli import (
     EMULATED_EXPERIMENTS,
     run_emulated_demo,
     run_emulated_experiment,
     run_emulation,
     run_fidelity_experiment,
 )
-from mlsched.experiments.reproduce_cli import run_reproduce
-from mlsched.profiling.cli import run_profile
 from mlsched.workloads.traces.cli import run_trace
 
 # The simulator, policies, experiments, plots (numpy, scipy, matplotlib) and YAML are
 # imported by the functions that run a command, so that building the parser stays cheap:
 # `mlsched --help` and `mlsched status` should not pay a second of imports. The agent's and
 # the trainers' options (sockets, the training settings) are imported with their commands
-# (mlsched.cli_commands builds the parsers).
+# (mlsched.cli.commands builds the parsers).
 if TYPE_CHECKING:
     from mlsched.experiments.progress import ProgressFactory
 
@@ -183,7 +183,7 @@ def run(config: Config) -> int:
         "workloads": lambda c: _print_names(builtin_workloads(), _FILES_NOTE, json_out=c.json),
         "experiments": _list_experiments,
         "experiment": _experiment,
-        "demo": _demo,
+        "demo": run_simulated_demo,
         "train": _train,
     }
     if config.command in ("simulate", "experiment"):
@@ -287,23 +287,6 @@ def _experiment(config: Config) -> int:
         )
         return 1
     return 0
-
-
-def _demo(config: Config) -> int:
-    """``demo --simulated``: a short simulated comparison on the ``demo`` workload."""
-    from mlsched.engine.builder import baseline_policies, check_policies, compare
-    from mlsched.experiments.report import summary_table
-    from mlsched.workloads import load_workload
-
-    policies = list(config.policies) or baseline_policies()
-    check_policies(policies)
-    workload = load_workload("demo", seed=config.seed)
-    print(f"demo: {workload.description}")
-    summaries, failures = compare(workload, policies, seed=config.seed)
-    print(summary_table(summaries))
-    for failure in failures:
-        print(f"warning: {failure.policy} failed: {failure.error}", file=sys.stderr)
-    return 0 if summaries else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from mlsched.core.job import JobSpec
-from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.demo import DEMO_SPEC, emulated_controller, wait_for_engine
-from mlsched.emulation.report import model_cluster
-from mlsched.emulation.topology import EmulationSpec, plan_network
 from mlsched.engine.results import RunResult
 from mlsched.engine.simulator import TruthConfig
 from mlsched.engine.summary import jct_s, summarize
+from mlsched.testbed.emulated.cluster import EmulatedCluster
+from mlsched.testbed.emulated.comm_report import model_cluster
+from mlsched.testbed.emulated.demo import DEMO_SPEC, emulated_controller, wait_for_engine
+from mlsched.testbed.emulated.topology import EmulationSpec, plan_network
 from mlsched.workloads.base import Workload
 
 __all__ = [

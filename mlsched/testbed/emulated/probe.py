@@ -1,6 +1,6 @@
 """Measure an emulated link: TCP throughput and round-trip time between two hosts.
 
-``python -m mlsched.emulation.probe serve ADDR`` (inside the receiving host's namespace)
+``python -m mlsched.testbed.emulated.probe serve ADDR`` (inside the receiving host's namespace)
 listens on ADDR, prints its port, serves one connection and prints what it measured as
 JSON: a ``T`` connection is received until EOF and timed from its first byte to its last
 (throughput), an ``E`` connection is echoed byte for byte (the sender times round trips).

@@ -16,7 +16,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from mlsched.emulation.netns import EmulationError, EmulationUnavailable, run_command
+from mlsched.testbed.emulated.netns import EmulationError, EmulationUnavailable, run_command
 
 __all__ = ["LinkShape", "netem_available", "read_rate_bits", "shape_link"]
 

@@ -1,4 +1,5 @@
-"""``mlsched demo``: a controller and two agents on this machine, training for real.
+"""The local testbed (``mlsched demo``): a controller and two agents on this machine,
+training for real.
 
 The controller runs in this process on a loopback port; two agents run as their own
 processes (``python -m mlsched.agent``), each declaring two stand-in GPUs. A small mix of
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ __all__ = [
     "agent_command",
     "demo_jobs",
     "demo_report",
+    "measure_demo_profile",
     "run_cluster_demo",
 ]
 
@@ -252,3 +255,21 @@ def demo_report(statuses: dict[str, JobStatus]) -> str:
     from mlsched.controller.tables import job_table
 
     return job_table(list(statuses.values()))
+
+
+def measure_demo_profile(
+    profile: Path, policy: str, slices: DeviceSlices | None, say: Callable[[str], None]
+) -> list[tuple[tuple[str, str, int], str]]:
+    """The cells the demo's jobs need, measured into ``profile`` as the demo's agents will
+    run them (in their slices; a launcher per rank, as a job spread over the two agents
+    starts). Returns the cells that failed, each with why."""
+    from mlsched.profiling.grid import cells_for_jobs, run_grid
+    from mlsched.profiling.measure import SLICED_STEPS, Settings
+
+    settings = Settings(
+        steps=SLICED_STEPS if slices else 40, warmup=10, resume_steps=5, **PROFILE_SHAPE,
+        device_cores=slices.device_cores if slices else None,
+        ps_cores=slices.ps_cores if slices else None,
+        ranks_per_node=1,
+    )  # fmt: skip
+    return list(run_grid(cells_for_jobs(demo_jobs(policy)), settings, profile, say=say).failed)

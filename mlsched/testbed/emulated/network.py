@@ -15,7 +15,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from mlsched.emulation.netns import (
+from mlsched.testbed.emulated.netns import (
     EmulationError,
     add_netns,
     add_veth,
@@ -26,9 +26,9 @@ from mlsched.emulation.netns import (
     netns_names,
     root_networks,
 )
-from mlsched.emulation.shaping import LinkShape, netem_available, shape_link
-from mlsched.emulation.state import ClusterState, allocation_lock, lock_dir
-from mlsched.emulation.topology import (
+from mlsched.testbed.emulated.shaping import LinkShape, netem_available, shape_link
+from mlsched.testbed.emulated.state import ClusterState, allocation_lock, lock_dir
+from mlsched.testbed.emulated.topology import (
     MGMT_BLOCKS,
     EmulationSpec,
     HostPlan,

@@ -23,17 +23,17 @@ from typing import Any
 
 from mlsched.controller.server import Controller, ControllerConfig
 from mlsched.controller.status import JobStatus
-from mlsched.emulation.cluster import EmulatedCluster
-from mlsched.emulation.netns import EmulationError
-from mlsched.emulation.report import (
+from mlsched.engine.engine import Engine
+from mlsched.testbed.emulated.cluster import EmulatedCluster
+from mlsched.testbed.emulated.comm_report import (
     BandwidthFit,
     CommRow,
     bandwidth_table,
     comm_report,
     comm_table,
 )
-from mlsched.emulation.topology import EmulationSpec
-from mlsched.engine.engine import Engine
+from mlsched.testbed.emulated.netns import EmulationError
+from mlsched.testbed.emulated.topology import EmulationSpec
 
 __all__ = [
     "DEMO_SPEC",
@@ -99,7 +99,7 @@ def run_emulated_demo(
     """Run the demo; progress and tables go to ``out`` (default: ``sys.stdout``)."""
     import yaml
 
-    from mlsched.demo import demo_jobs
+    from mlsched.testbed.local import demo_jobs
 
     out = sys.stdout if out is None else out
     scratch = workdir is None

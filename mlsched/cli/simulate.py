@@ -1,5 +1,5 @@
 """The ``simulate`` command's bodies: policies run on one workload, or a recorded testbed
-run replayed (``--replay``). Split from :mod:`mlsched.cli`, which parses and dispatches."""
+run replayed (``--replay``). Split from :mod:`mlsched.cli.entry`, which parses and dispatches."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mlsched.core.errors import SpecError
 
 if TYPE_CHECKING:
-    from mlsched.cli_config import Config
+    from mlsched.cli.config import Config
     from mlsched.engine.engine import RunResult
     from mlsched.engine.summary import Summary
     from mlsched.experiments.progress import ProgressFactory

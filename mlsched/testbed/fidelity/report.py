@@ -1,5 +1,5 @@
 """The fidelity experiment's numbers: per-job and per-policy errors, the goals, the ablation
-and the plots (:mod:`mlsched.emulation.fidelity` runs it).
+and the plots (:mod:`mlsched.testbed.fidelity.experiment` runs it).
 
 A job's error is ``|simulated - measured| / measured`` JCT; a job finished on one side only
 counts as an infinite error (it fails the median if enough do). A policy's error is that of

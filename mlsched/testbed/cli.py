@@ -1,4 +1,6 @@
-"""``mlsched cluster up | down | show | probe``: an emulated cluster on this machine.
+"""The testbed's commands: ``mlsched cluster up | down | show | probe`` (an emulated
+cluster on this machine), ``demo --emulate``, and ``experiment testbed`` and ``experiment
+fidelity`` (run on an emulated cluster for real).
 
 ``up`` builds the namespaces and shaped links, starts a controller in the root namespace and
 an agent in each host namespace, waits until every agent has registered and returns,
@@ -16,10 +18,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsched.cli_parser import nonneg_float, positive_float, positive_int
+from mlsched.cli.parser import nonneg_float, positive_float, positive_int
 
 if TYPE_CHECKING:
-    from mlsched.emulation.cluster import EmulatedCluster
+    from mlsched.testbed.emulated.cluster import EmulatedCluster
 
 __all__ = [
     "add_emulation_parser",
@@ -104,8 +106,8 @@ def add_emulation_parser(sub: Any) -> None:
 
 def run_emulation(args: argparse.Namespace) -> int:
     from mlsched.core.errors import SpecError
-    from mlsched.emulation.netns import EmulationError, EmulationUnavailable
-    from mlsched.emulation.state import default_state_path
+    from mlsched.testbed.emulated.netns import EmulationError, EmulationUnavailable
+    from mlsched.testbed.emulated.state import default_state_path
 
     path: Path = (args.state or default_state_path()).absolute()
     try:
@@ -133,9 +135,9 @@ def run_emulation(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace, path: Path) -> int:
-    from mlsched.emulation.cluster import EmulatedCluster
-    from mlsched.emulation.topology import EmulationSpec
     from mlsched.engine.builder import check_policies
+    from mlsched.testbed.emulated.cluster import EmulatedCluster
+    from mlsched.testbed.emulated.topology import EmulationSpec
 
     check_policies([args.policy])
     spec = EmulationSpec(
@@ -175,8 +177,8 @@ def _wait_registered(cluster: EmulatedCluster, address: str) -> None:
     """Until the controller lists every agent alive (or a process died, or the timeout)."""
     import grpc
 
-    from mlsched.emulation.netns import EmulationError
     from mlsched.net.auth import ClientAuth, client_channel
+    from mlsched.testbed.emulated.netns import EmulationError
     from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
     token, _ = cluster.credentials()
@@ -256,9 +258,9 @@ def _summary(cluster: EmulatedCluster) -> str:
 
 
 def _down(path: Path) -> int:
-    from mlsched.emulation.cluster import teardown
-    from mlsched.emulation.netns import require_emulation
-    from mlsched.emulation.state import ClusterState
+    from mlsched.testbed.emulated.cluster import teardown
+    from mlsched.testbed.emulated.netns import require_emulation
+    from mlsched.testbed.emulated.state import ClusterState
 
     require_emulation()
     state = ClusterState.load(path)
@@ -270,7 +272,7 @@ def _down(path: Path) -> int:
 
 
 def _show(path: Path, *, as_json: bool) -> int:
-    from mlsched.emulation.cluster import EmulatedCluster
+    from mlsched.testbed.emulated.cluster import EmulatedCluster
 
     cluster = EmulatedCluster.attach(path)
     print(json.dumps(_description(cluster), indent=2) if as_json else _summary(cluster))
@@ -278,8 +280,8 @@ def _show(path: Path, *, as_json: bool) -> int:
 
 
 def _probe(path: Path, seconds: float) -> int:
-    from mlsched.emulation.cluster import EmulatedCluster
-    from mlsched.emulation.netns import require_emulation
+    from mlsched.testbed.emulated.cluster import EmulatedCluster
+    from mlsched.testbed.emulated.netns import require_emulation
 
     require_emulation()
     cluster = EmulatedCluster.attach(path)
@@ -302,10 +304,15 @@ def _probe(path: Path, seconds: float) -> int:
 
 
 def run_emulated_demo(args: argparse.Namespace) -> int:
-    """``mlsched demo --emulate``: the demo's mix on an emulated cluster (emulation/demo.py)."""
+    """``mlsched demo --emulate``: the demo's mix on an emulated cluster
+    (testbed/emulated/demo.py)."""
     from mlsched.core.errors import SpecError
-    from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
     from mlsched.engine.builder import check_policies
+    from mlsched.testbed.emulated.netns import (
+        EmulationError,
+        EmulationUnavailable,
+        require_emulation,
+    )
 
     if args.simulated:
         raise SpecError("--emulate", "with --simulated", "one of --emulate and --simulated")
@@ -318,9 +325,9 @@ def run_emulated_demo(args: argparse.Namespace) -> int:
     except EmulationUnavailable as err:
         print(f"mlsched demo --emulate: error: {err}", file=sys.stderr)
         return 2
-    from mlsched.demo import demo_report
-    from mlsched.emulation.demo import demo_summary
-    from mlsched.emulation.demo import run_emulated_demo as run_demo
+    from mlsched.testbed.emulated.demo import demo_summary
+    from mlsched.testbed.emulated.demo import run_emulated_demo as run_demo
+    from mlsched.testbed.local import demo_report
 
     try:
         result = run_demo(
@@ -339,10 +346,14 @@ def run_emulated_demo(args: argparse.Namespace) -> int:
 
 
 def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...]) -> int:
-    """``mlsched experiment testbed --emulate --policy a,b``: emulation/experiment.py."""
+    """``mlsched experiment testbed --emulate --policy a,b``: testbed/experiment.py."""
     from mlsched.core.errors import SpecError
-    from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
     from mlsched.engine.builder import check_policies
+    from mlsched.testbed.emulated.netns import (
+        EmulationError,
+        EmulationUnavailable,
+        require_emulation,
+    )
 
     if args.name != "testbed":
         raise SpecError("--emulate", args.name, "experiment testbed (the others are simulated)")
@@ -354,9 +365,9 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     except EmulationUnavailable as err:
         print(f"mlsched experiment testbed: error: {err}", file=sys.stderr)
         return 2
-    from mlsched.emulation.experiment import fidelity_table, run_testbed_experiment
     from mlsched.engine.simulator import TruthConfig
     from mlsched.perfmodel.profile import load_profile
+    from mlsched.testbed.experiment import fidelity_table, run_testbed_experiment
 
     out = args.out or Path("results") / "testbed"
     profile = load_profile(args.profile) if args.profile else None
@@ -388,10 +399,14 @@ EMULATED_EXPERIMENTS = {
 
 
 def run_fidelity_experiment(args: argparse.Namespace, policies: tuple[str, ...]) -> int:
-    """``mlsched experiment fidelity``: emulation/fidelity.py."""
+    """``mlsched experiment fidelity``: testbed/fidelity/experiment.py."""
     from mlsched.core.errors import SpecError
-    from mlsched.emulation.netns import EmulationError, EmulationUnavailable, require_emulation
     from mlsched.engine.builder import check_policies
+    from mlsched.testbed.emulated.netns import (
+        EmulationError,
+        EmulationUnavailable,
+        require_emulation,
+    )
 
     if args.scale not in ("smoke", "default"):
         raise SpecError("--scale", args.scale, "smoke or default (fidelity has no paper scale)")
@@ -404,8 +419,8 @@ def run_fidelity_experiment(args: argparse.Namespace, policies: tuple[str, ...])
     except EmulationUnavailable as err:
         print(f"mlsched experiment fidelity: error: {err}", file=sys.stderr)
         return 2
-    from mlsched.emulation.fidelity import run_fidelity
-    from mlsched.emulation.fidelity_report import fidelity_report
+    from mlsched.testbed.fidelity.experiment import run_fidelity
+    from mlsched.testbed.fidelity.report import fidelity_report
 
     out = args.out or Path("results") / "fidelity"
     try:

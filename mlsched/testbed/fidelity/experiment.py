@@ -5,7 +5,7 @@ GPUs are CPU slices (:data:`FIDELITY_SPEC`: every task in a share of its own, so
 depends on its devices and links, not on the other jobs); then the simulator runs the same
 jobs on the same cluster with, as its truth, a profile of exactly those slices (measured
 first, with the same trainers, unless one is given). The report
-(:mod:`mlsched.emulation.fidelity_report`) sets each job's measured JCT beside its simulated
+(:mod:`mlsched.testbed.fidelity.report`) sets each job's measured JCT beside its simulated
 one, each policy's mean beside its simulated mean, and the ranking of the policies in both,
 with an ablation: the simulator without the profile (the job specs), without start-up and
 restart costs, and (``ablate_isolation``) a real run without the slices.
@@ -24,19 +24,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlsched.emulation.experiment import run_policy, testbed_workload
-from mlsched.emulation.fidelity_report import (
-    FidelityRun,
-    ablation_rows,
-    fidelity_checks,
-    write_plots,
-)
-from mlsched.emulation.topology import EmulationSpec
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.profile import Profile, load_profile, mean_profile
 from mlsched.profiling.grid import cells_at_once, cells_for_jobs, run_grid
 from mlsched.profiling.measure import SLICED_STEPS, Settings
+from mlsched.testbed.emulated.topology import EmulationSpec
+from mlsched.testbed.experiment import run_policy, testbed_workload
+from mlsched.testbed.fidelity.report import (
+    FidelityRun,
+    ablation_rows,
+    fidelity_checks,
+    write_plots,
+)
 
 __all__ = [
     "FIDELITY_POLICIES",
@@ -151,10 +151,10 @@ def _measure_through_agents(
 ) -> Profile:  # fmt: skip
     """The jobs' cells measured through a fresh cluster's agents, in every shape its hosts
     give (:mod:`mlsched.profiling.cluster`): their communication crossed its links."""
-    from mlsched.emulation.cluster import EmulatedCluster
-    from mlsched.emulation.demo import emulated_controller, wait_for_engine
     from mlsched.net.auth import ClientAuth, client_channel
     from mlsched.profiling.cluster import run_cluster_grid
+    from mlsched.testbed.emulated.cluster import EmulatedCluster
+    from mlsched.testbed.emulated.demo import emulated_controller, wait_for_engine
 
     # The agents run each task in its slice and a launcher per host: theirs to decide.
     settings = dataclasses.replace(

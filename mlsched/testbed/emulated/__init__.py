@@ -7,9 +7,10 @@ of different speeds and the closed loop can learn them.
 :mod:`.topology` plans names and addresses (pure data), :mod:`.netns` and :mod:`.shaping`
 run ``ip`` and ``tc``, :mod:`.network` builds and removes the namespaces and links,
 :mod:`.state` is the state file, :mod:`.cluster` the cluster with its processes,
-:mod:`.probe` measures a link, :mod:`.report` compares measured communication with the
-runtime model, :mod:`.demo` is ``mlsched demo --emulate``, :mod:`.experiment` is
-``mlsched experiment testbed --emulate`` and :mod:`.cli` is ``mlsched cluster``.
+:mod:`.probe` measures a link, :mod:`.comm_report` compares measured communication with
+the runtime model and :mod:`.demo` is ``mlsched demo --emulate``. The experiments that run
+on it are :mod:`mlsched.testbed.experiment` and :mod:`mlsched.testbed.fidelity`; its
+commands (``mlsched cluster``) are :mod:`mlsched.testbed.cli`.
 
 The names below are re-exported lazily (PEP 562), so that ``mlsched --help`` imports none
 of it.
@@ -19,17 +20,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlsched.lazy import lazy_exports
+from mlsched.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from mlsched.emulation.cluster import EmulatedCluster, teardown
-    from mlsched.emulation.netns import (
+    from mlsched.testbed.emulated.cluster import EmulatedCluster, teardown
+    from mlsched.testbed.emulated.netns import (
         EmulationError,
         EmulationUnavailable,
         missing_requirements,
         require_emulation,
     )
-    from mlsched.emulation.topology import EmulationSpec, NetworkPlan, plan_network
+    from mlsched.testbed.emulated.topology import EmulationSpec, NetworkPlan, plan_network
 
 _MODULE_OF = {
     "EmulatedCluster": "cluster",

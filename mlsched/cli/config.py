@@ -1,5 +1,5 @@
 """What one ``mlsched`` invocation does, independent of argparse (tests build it directly):
-read by :mod:`mlsched.cli` and the command bodies it dispatches to."""
+read by :mod:`mlsched.cli.entry` and the command bodies it dispatches to."""
 
 from __future__ import annotations
 

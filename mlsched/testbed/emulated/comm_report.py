@@ -22,8 +22,8 @@ from mlsched.core.allocation import Placement
 from mlsched.core.cluster import Cluster, Pool, Server, Topology
 from mlsched.core.job import Arch, JobSpec
 from mlsched.core.resources import ResourceVector
-from mlsched.emulation.topology import NetworkPlan
 from mlsched.perfmodel.estimator import RuntimeEstimator
+from mlsched.testbed.emulated.topology import NetworkPlan
 
 __all__ = [
     "BandwidthFit",

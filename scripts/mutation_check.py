@@ -555,6 +555,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_fixed_price.py",),
         "the best-fixed-price replay frees a job's slots a slot after the engine does",
     ),
+    Mutant(
+        "readme-figure-splits-the-additions",
+        "mlsched/experiments/reproduction.py",
+        '            key = WITH_ADDITION if verdict.startswith(WITH_ADDITION + " ") else verdict\n',
+        "            key = verdict\n",
+        ("tests/test_reproduction_table.py",),
+        "the totals read back from the table count each addition's verdict apart, so the "
+        "README's figure leaves out the claims reproduced only with an addition of ours",
+    ),
 )
 
 

@@ -15,7 +15,16 @@ import pytest
 from mlsched.cli import main
 from mlsched.experiments.base import addition_check
 from mlsched.experiments.claims import CLAIMS, PAPERS, Claim, claims_of
-from mlsched.experiments.reproduction import render, verdicts
+from mlsched.experiments.reproduction import (
+    README_BEGIN,
+    README_END,
+    count_verdicts,
+    readme_figure,
+    render,
+    table_counts,
+    verdicts,
+    with_readme_figure,
+)
 
 H1 = "H1: OASiS has the highest total utility at every job count"
 FLOOR = "OASiS + utility floor + level plans (ours)"
@@ -112,3 +121,65 @@ def test_reproduce_reuses_results_of_its_scale_and_writes_the_table(
     assert text.count("| **not run** |") == len(dps)
     assert "wrote" in capsys.readouterr().out
     assert main([*argv, "--experiments", "nope"]) == 2
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_s_figure_is_the_totals_of_docs_reproduction_md() -> None:
+    """Regenerating the table without the README, or editing either by hand, fails here."""
+    table = (ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    counts = table_counts(table)
+    assert sum(counts.values()) == len(CLAIMS)
+    assert f"\n{readme_figure(counts)}\n" in readme
+    assert with_readme_figure(readme, readme_figure(counts)) == readme
+
+
+def test_the_totals_read_back_from_a_table_are_those_it_was_written_with() -> None:
+    results = {"oasis": _results("oasis", [(H1, False), (addition_check(H1, FLOOR), True)])}
+    rows = verdicts(results)
+    assert table_counts(render(results, "x")) == count_verdicts(rows)
+    assert count_verdicts(rows)["reproduced only with"] == 1
+
+
+@pytest.mark.parametrize(
+    ("counts", "figure"),
+    [
+        (
+            {"reproduced": 1, "not tested": 2},
+            "Of the five papers' 3 claims, 1 is reproduced by the paper's algorithm as the "
+            "paper defines it and 2 are not tested",
+        ),
+        ({"not run": 4}, "Of the five papers' 4 claims, 4 are not run"),
+    ],
+)
+def test_the_figure_names_every_verdict_with_its_count(counts: dict[str, int], figure: str):
+    assert readme_figure(counts).startswith(figure + " (")
+
+
+def test_reproduce_writes_the_totals_into_the_readme_between_its_markers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for _, experiment in PAPERS.values():
+        (tmp_path / experiment).mkdir()
+        checks = [(c.check, False) for c in CLAIMS if c.experiment == experiment and c.check]
+        (tmp_path / experiment / "results.json").write_text(
+            json.dumps(_results(experiment, checks))
+        )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{README_BEGIN}\nold figure\n{README_END}\nafter\n")
+    table = tmp_path / "table.md"
+    argv = ["reproduce", "--scale", "smoke", "--out", str(tmp_path), "--reuse"]
+    assert main([*argv, "--table", str(table), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    figure = readme_figure(table_counts(table.read_text()))
+    assert text == f"# x\n\nbefore\n{README_BEGIN}\n{figure}\n{README_END}\nafter\n"
+    assert f"{len(CLAIMS)} claims" in figure and "not reproduced" in figure
+    # Without both markers the command refuses before running anything, naming the flag.
+    capsys.readouterr()
+    readme.write_text(f"# x\n{README_BEGIN}\n")
+    assert main([*argv, "--table", str(table), "--readme", str(readme)]) == 2
+    assert "--readme" in capsys.readouterr().err
+    assert readme.read_text() == f"# x\n{README_BEGIN}\n"
+    assert main([*argv, "--readme", str(tmp_path / "missing.md")]) == 2

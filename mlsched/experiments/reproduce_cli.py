@@ -36,6 +36,13 @@ def add_reproduce_parser(sub: Any) -> None:
         help="where each experiment writes (OUT/NAME/results.json)",
     )
     p.add_argument("--table", type=Path, help="the table's path (default OUT/reproduction.md)")
+    p.add_argument(
+        "--readme",
+        type=Path,
+        help="also write the table's totals into this README, between its reproduction "
+        "figure's marker lines (mlsched reproduce --table docs/reproduction.md --readme "
+        "README.md regenerates both)",
+    )
     add_executor_option(p)
     p.add_argument(
         "--experiments",
@@ -53,13 +60,23 @@ def add_reproduce_parser(sub: Any) -> None:
 def run_reproduce(args: argparse.Namespace) -> int:
     from mlsched.experiments import run_experiment
     from mlsched.experiments.claims import PAPERS
-    from mlsched.experiments.reproduction import load_results, render, verdicts
+    from mlsched.experiments.reproduction import (
+        count_verdicts,
+        load_results,
+        readme_figure,
+        render,
+        verdicts,
+        with_readme_figure,
+    )
 
     every = [exp for _, exp in PAPERS.values()]
     chosen = [n.strip() for n in (args.experiments or "").split(",") if n.strip()] or every
     for name in chosen:
         if name not in every:
             raise SpecError("--experiments", name, f"one of {', '.join(every)}")
+    readme: Path | None = args.readme
+    if readme is not None:  # refused before the runs, not after them
+        with_readme_figure(_read(readme), "", str(readme))
     out: Path = args.out
     for name in chosen:
         path = out / name / "results.json"
@@ -84,12 +101,13 @@ def run_reproduce(args: argparse.Namespace) -> int:
     command = f"mlsched reproduce --scale {args.scale}"
     table.parent.mkdir(parents=True, exist_ok=True)
     table.write_text(render(results, command), encoding="utf-8")
-    counts: dict[str, int] = {}
-    for v in verdicts(results):
-        key = v.verdict
-        counts[key] = counts.get(key, 0) + 1
+    counts = count_verdicts(verdicts(results))
     print(", ".join(f"{k}: {n}" for k, n in counts.items()))
     print(f"wrote {table}")
+    if readme is not None:
+        text = with_readme_figure(_read(readme), readme_figure(counts), str(readme))
+        readme.write_text(text, encoding="utf-8")
+        print(f"wrote the totals into {readme}")
     broken = [
         name
         for name, res in results.items()
@@ -100,3 +118,10 @@ def run_reproduce(args: argparse.Namespace) -> int:
         print(f"mlsched: runs failed in {', '.join(broken)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError("--readme", str(path), f"a readable UTF-8 file ({err})") from None

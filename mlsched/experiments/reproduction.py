@@ -12,19 +12,35 @@ experiment, as ``mlsched reproduce`` writes them) and decides each claim of
 
 :func:`render` writes them as Markdown (docs/reproduction.md); checks that test no claim
 (our own correctness checks) are listed after the claims, so that nothing is dropped.
+:func:`readme_figure` is the sentence the README gives of the totals, written between its
+markers by :func:`with_readme_figure` (``mlsched reproduce --readme``); :func:`table_counts`
+reads the totals back from a written table, so that a test holds the two equal.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlsched.core.errors import SpecError
 from mlsched.experiments.claims import CLAIMS, PAPERS, Claim
 
-__all__ = ["Verdict", "load_results", "render", "verdicts"]
+__all__ = [
+    "README_BEGIN",
+    "README_END",
+    "Verdict",
+    "count_verdicts",
+    "load_results",
+    "readme_figure",
+    "render",
+    "table_counts",
+    "verdicts",
+    "with_readme_figure",
+]
 
 REPRODUCED = "reproduced"
 WITH_ADDITION = "reproduced only with"
@@ -92,6 +108,71 @@ def verdicts(results: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
+def count_verdicts(rows: Sequence[Verdict]) -> dict[str, int]:
+    """Verdict -> how many claims have it (every "reproduced only with ..." as one), in the
+    order they first occur."""
+    counts: dict[str, int] = {}
+    for v in rows:
+        key = WITH_ADDITION if v.verdict == WITH_ADDITION else v.verdict
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+#: The README's figure stands between these two lines.
+README_BEGIN = "<!-- reproduction figure: written by mlsched reproduce --readme -->"
+README_END = "<!-- end of the reproduction figure -->"
+_PHRASES = {
+    REPRODUCED: "{n} {be} reproduced by the paper's algorithm as the paper defines it",
+    WITH_ADDITION: "{n} only with an addition of ours",
+    NOT_REPRODUCED: "{n} {be} not reproduced",
+    NOT_TESTED: "{n} {be} not tested",
+    NOT_RUN: "{n} {be} not run",
+}
+
+
+def readme_figure(counts: Mapping[str, int]) -> str:
+    """The README's sentence of the totals of docs/reproduction.md."""
+    parts = [
+        _PHRASES[k].format(n=counts[k], be="is" if counts[k] == 1 else "are")
+        for k in _PHRASES
+        if counts.get(k)
+    ]
+    listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return (
+        f"Of the five papers' {sum(counts.values())} claims, {listed} "
+        "([docs/reproduction.md](docs/reproduction.md): each claim's figures, and the cause "
+        "where it is not reproduced)."
+    )
+
+
+def with_readme_figure(readme: str, figure: str, source: str = "README") -> str:
+    """``readme`` with the text between :data:`README_BEGIN` and :data:`README_END`
+    replaced by ``figure``; both markers must be there, once each and in order."""
+    begin, end = readme.count(README_BEGIN), readme.count(README_END)
+    at, until = readme.find(README_BEGIN), readme.find(README_END)
+    if begin != 1 or end != 1 or until < at:
+        raise SpecError(
+            "--readme", source, f"a file with the lines {README_BEGIN!r} and {README_END!r} "
+            "once each, in that order",
+        )  # fmt: skip
+    return f"{readme[: at + len(README_BEGIN)]}\n{figure}\n{readme[until:]}"
+
+
+_VERDICT_CELL = re.compile(r"\| \*\*(?P<verdict>[^*]+)\*\* \|$")
+
+
+def table_counts(table: str) -> dict[str, int]:
+    """The totals of a table :func:`render` wrote, read back from its rows' verdicts."""
+    counts: dict[str, int] = {}
+    for line in table.splitlines():
+        match = _VERDICT_CELL.search(line)
+        if match and line.startswith("| "):
+            verdict = match["verdict"]
+            key = WITH_ADDITION if verdict.startswith(WITH_ADDITION + " ") else verdict
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 #: A check's detail beyond this many characters is cut (results.json keeps it whole).
 DETAIL_CHARS = 1500
 
@@ -137,10 +218,7 @@ def render(results: Mapping[str, Any], command: str) -> str:
             f"| {_cell(paper)} | {_cell(v.claim.id)} | {_cell(v.claim.figure)} | "
             f"{_cell(v.claim.says)} | {ours} | **{_cell(v.text)}** |"
         )
-    counts: dict[str, int] = {}
-    for v in rows:
-        key = WITH_ADDITION if v.verdict == WITH_ADDITION else v.verdict
-        counts[key] = counts.get(key, 0) + 1
+    counts = count_verdicts(rows)
     lines += ["", "Totals: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + "."]
     for spec, (paper, experiment) in PAPERS.items():
         res = results.get(experiment)

@@ -13,8 +13,10 @@ paths (a relative path whose first folder is none of the package's).
 from __future__ import annotations
 
 import ast
+import io
 import re
 import subprocess
+import tokenize
 from functools import cache
 from pathlib import Path
 
@@ -48,22 +50,19 @@ def _code_files() -> list[Path]:
 
 
 def _prose(path: Path) -> str:
-    """A code file's docstrings and comments (its imports fail by themselves)."""
+    """A code file's docstrings and comments (its imports fail by themselves), each on its
+    own line number."""
     text = path.read_text(encoding="utf-8")
-    kept = [
-        node.value
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-    ]
-    lines = ["" for _ in text.splitlines()]
-    for node in kept:
-        for i in range(node.lineno - 1, node.end_lineno or node.lineno):
-            lines[i] = text.splitlines()[i]
-    for i, line in enumerate(text.splitlines()):
-        if "#" in line and not lines[i]:
-            lines[i] = line[line.index("#") :]
+    source = text.splitlines()
+    lines = ["" for _ in source]
+    for node in ast.walk(ast.parse(text)):
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if docstring and isinstance(node.value.value, str):  # type: ignore[attr-defined]
+            for i in range(node.lineno - 1, node.end_lineno or node.lineno):
+                lines[i] = source[i]
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT and not lines[token.start[0] - 1]:
+            lines[token.start[0] - 1] = token.string
     return "\n".join(lines)
 
 

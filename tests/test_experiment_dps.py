@@ -33,7 +33,20 @@ def test_smoke_scale_writes_results_checks_and_plots(
         assert row["profit"] == row["revenue"] and row["quotes"] > 0
     assert all(not k.startswith(("delta", "theta")) for k in results["summary"])
     checks = {c["name"]: c for c in results["checks"]}
-    assert len(checks) == 12 and all(c["detail"] for c in checks.values())
+    assert len(checks) == 14 and all(c["detail"] for c in checks.values())
+    # Fig. 4: the N sweep, its detail from the regret curves at each N (here 0.5 N and N).
+    rows = results["jobs_sweep"]["rows"]
+    assert [r["jobs"] for r in rows] == [150, 300] and all(r["seeds"] == 1 for r in rows)
+    fig4 = checks["(v) early on the regret is smaller for fewer jobs; later more jobs make it "
+                  "fall faster"]  # fmt: skip
+    assert fig4["passed"] == (
+        rows[0]["early_regret"] < rows[1]["early_regret"]
+        and rows[0]["late_fall"] < rows[1]["late_fall"]
+    )
+    # Placement is non-preemptive: no run restarts, so one restart cost stands for both.
+    assert checks["no run restarts a job (placement is non-preemptive, so restart costs "
+                  "change nothing)"]["passed"]  # fmt: skip
+    assert results["cluster_restart_cost"] is None
     # The paper's radii (eq. 13, in units) for DPS and its variants; spec A10's normalised
     # radii (ours) a row of their own for (i) and (ii).
     assert results["schemes"]["dps"]["options"] == {"radius_scale": "literal"}
@@ -179,6 +192,7 @@ def test_the_default_scale_holds_its_claims(tmp_path: Path) -> None:
     required = (
         "(iii) PA's total runtime is below DPS-RS's",
         "(i) DPS earns at least the TOP stand-in",
+        "no run restarts a job (placement is non-preemptive, so restart costs change nothing)",
         "every run finished without error",
     )
     assert [(n, checks[n]["detail"]) for n in required if not checks[n]["passed"]] == []

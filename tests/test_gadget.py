@@ -9,6 +9,7 @@ are checked against an independent answer on several seeds.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from mlsched.scheduler.gadget import GadgetPolicy, RingJob, SlotProblem, lp_rs_m
 from mlsched.scheduler.gadget.config_lp import solve_config_lp
 from mlsched.scheduler.gadget.embeddings import cheapest, embedding_of
 from mlsched.scheduler.gadget.rounding import Ledger, round_embeddings, violation_factors
+from mlsched.scheduler.gadget.tiers import solve_in_tiers
 
 SEEDS = range(8)
 
@@ -274,17 +276,53 @@ def test_a_lone_job_keeps_its_servers() -> None:
     assert record.restarts == 0
 
 
-def test_a_saturated_job_finishes_on_idle_capacity_only_with_idle_fill() -> None:
-    """Past its sigmoid's expected iterations a job's gains vanish (excessive-training
-    avoidance): the LP gives it nothing. With idle_fill it runs on what is idle and
-    finishes; without, it pauses for good (the paper's behaviour)."""
+def test_a_saturated_job_still_gains_and_finishes_without_the_fill() -> None:
+    """Past its sigmoid's expected iterations a job's gains are tiny (e^-20 to e^-200) but
+    positive, and objective (10) counts every positive gain: alone on the cluster the LP
+    gives it GPUs and it finishes with or without idle_fill. A cutoff on small gains (what
+    the policy once had: 1e-7) would pause it for good."""
     job = ring("sat", batches_per_chunk=20_000, min_workers=2)
-    filled = run(two_rack_cluster(), [job], GadgetPolicy(trials=5))
-    assert filled.records["sat"].state is JobState.DONE
-    strict = run(two_rack_cluster(), [job], GadgetPolicy(trials=5, idle_fill=False))
-    record = strict.records["sat"]
-    assert record.state is JobState.PAUSED
-    assert 2000 < record.progress < 20_000
+    for fill in (True, False):
+        record = run(two_rack_cluster(), [job], GadgetPolicy(trials=5, idle_fill=fill)).records
+        assert record["sat"].state is JobState.DONE, fill
+
+
+def test_gains_hundreds_of_orders_apart_are_each_counted_in_tiers() -> None:
+    """Two jobs whose best rings (6 workers each) do not fit the 8 GPUs together: one at
+    its sigmoid's rise, one so far below it that its gains underflow to 0.0 (only their
+    logarithms, about -700, say they are positive). The one at its rise gets its ring; the
+    other's positive gain still takes the 2 GPUs left (one LP over both would see it as 0:
+    the tiers solve it on what the first left)."""
+    cluster = two_rack_cluster()
+    gpu = np.ones(1)
+    everyone = tuple(range(4))
+    rise = RingJob("rise", tuple(0.5 * k for k in range(1, 7)), gpu, 0.0, everyone)
+    logs = tuple(-700.0 + math.log(k) for k in range(1, 7))
+    far = RingJob("far", (0.0,) * 6, gpu, 0.0, everyone, log_gains=logs)
+    problem = SlotProblem.full(cluster, [far, rise])
+    solution = solve_in_tiers(
+        problem, lambda p: lp_rs_mde(p, np.random.default_rng(0), trials=5), max_jobs=10
+    )
+    assert {j: p.n_workers for j, p in solution.placements.items()} == {"rise": 6, "far": 2}
+    assert problem.check(solution.placements) == [] and solution.value == pytest.approx(3.0)
+
+
+def test_a_log_gain_is_exact_where_the_difference_underflows_or_cancels() -> None:
+    """The gains GADGET's LP sees: ln(mu(b) - mu(a)) matches the direct difference where
+    that is accurate, and stays finite (and right, by the sigmoid's tail e^-s(x-e)) where
+    the difference is 0.0: far below the rise, and far past it."""
+    u = Utility(
+        UtilityKind.SIGMOID_PROGRESS, {"priority": 10, "sensitivity": 0.05, "expected": 3000}
+    )
+    for a, b in ((2900, 3000), (2999, 3001), (0, 1e5), (0, 500)):
+        assert math.exp(u.log_increment(a, b)) == pytest.approx(u(b) - u(a), rel=1e-9)
+    assert u(100) - u(0) == 0.0 or u(100) - u(0) < 1e-60
+    below = u.log_increment(0, 100)  # mu(100) ~ 10 e^{-0.05 * 2900}
+    assert below == pytest.approx(math.log(10) - 0.05 * 2900, abs=0.01)
+    assert u(10_050) - u(10_000) == 0.0
+    past = u.log_increment(10_000, 10_050)  # 10 (e^{-350} - e^{-352.5})
+    assert past == pytest.approx(math.log(10) - 350 + math.log1p(-math.exp(-2.5)), abs=1e-6)
+    assert u.log_increment(5, 5) == -math.inf and u.log_increment(6, 5) == -math.inf
 
 
 def test_ps_jobs_are_infeasible_and_options_are_checked() -> None:
@@ -338,8 +376,9 @@ def test_every_utility_family_is_scheduled_to_completion(utility: Utility) -> No
 
 def test_when_every_best_ring_fits_no_lp_is_solved() -> None:
     """Two jobs whose best rings (3 and 2 workers) fit the 8-GPU cluster together: the
-    optimum is each at its best gain, found without an LP (no columns); a job whose gains
-    have vanished (a saturated sigmoid) is not placed by it."""
+    optimum is each at its best gain, found without an LP (no columns); a saturated
+    sigmoid's tiny gains still count (its smallest ring: the first of its best gain); a
+    job that gains nothing at all is not placed."""
     cluster = two_rack_cluster()
     gpu = np.ones(1)
     everyone = tuple(range(4))
@@ -347,22 +386,22 @@ def test_when_every_best_ring_fits_no_lp_is_solved() -> None:
         RingJob("a", (1.0, 2.0, 3.0), gpu, 3.0, everyone),
         RingJob("b", (4.0, 5.0, 5.0), gpu, 3.0, everyone),
         RingJob("flat", (1e-15, 1e-15), gpu, 3.0, everyone),
+        RingJob("done", (0.0, 0.0), gpu, 3.0, everyone),
     ]
     problem = SlotProblem.full(cluster, jobs)
     solution = lp_rs_mde(problem, np.random.default_rng(0))
-    assert solution.columns == 0 and solution.value == solution.lp_value == 8.0
-    assert {j: p.n_workers for j, p in solution.placements.items()} == {"a": 3, "b": 2}
+    assert solution.columns == 0 and solution.value == solution.lp_value == 8.0 + 1e-15
+    sizes = {j: p.n_workers for j, p in solution.placements.items()}
+    assert sizes == {"a": 3, "b": 2, "flat": 1}
     assert problem.check(solution.placements) == []
 
 
 def test_jobs_beyond_max_lp_jobs_take_only_what_is_left() -> None:
     """Two jobs whose best rings (6 workers each) do not fit the 8 GPUs together: with
-    max_lp_jobs=1 only one is in the LP; the other runs on what its ring leaves (the idle
-    fill), and nothing runs without the fill."""
+    max_lp_jobs=1 one LP takes one job, and the other is solved next on what that ring
+    leaves: both run, with or without the idle fill."""
     jobs = [ring("big", max_workers=6), ring("small", max_workers=6)]
-    capped = run(two_rack_cluster(), jobs, GadgetPolicy(trials=5, max_lp_jobs=1), slots=1)
-    assert all(capped.records[j.job_id].slots_run == 1 for j in jobs)
-    alone = run(
-        two_rack_cluster(), jobs, GadgetPolicy(trials=5, max_lp_jobs=1, idle_fill=False), slots=1
-    )
-    assert sorted(r.slots_run for r in alone.records.values()) == [0, 1]
+    for fill in (True, False):
+        policy = GadgetPolicy(trials=5, max_lp_jobs=1, idle_fill=fill)
+        capped = run(two_rack_cluster(), jobs, policy, slots=1)
+        assert all(capped.records[j.job_id].slots_run == 1 for j in jobs), fill

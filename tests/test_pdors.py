@@ -164,6 +164,29 @@ def test_rounded_external_choice_is_feasible_and_never_beats_the_exact_one(seed:
         assert a.cost >= b.cost - 1e-9 * max(1.0, b.cost)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_scaled_down_rounding_covers_only_when_violations_are_accepted(seed: int) -> None:
+    """G_delta = 0.3 scales the LP's workers to about a third of D before rounding, so no
+    draw covers the work: redrawn (A14) the slot has no choice; accepted as the paper does
+    for Fig. 11, the choice is the draw doing the most work, fewer workers than D but at
+    least one, and it still fits every server."""
+    cluster = machines(3, gpu=4, cpu=16)
+    n = needs(cluster, ps_job(cap=10, ratio=2.0), rate_int=6.0, rate_ext=5.0)
+    ext = {"internal": False, "seed": seed}
+    redraw = pricer(cluster, n, rounding=Rounding(gain=0.3), **ext).theta(40.0)
+    accept = pricer(cluster, n, rounding=Rounding(gain=0.3, cover="accept"), **ext).theta(40.0)
+    assert redraw is None
+    assert accept is not None and 1 <= accept.n_workers < 8 and accept.ps
+    load = np.zeros((3, 2))
+    for h, k in accept.workers.items():
+        load[h] += n.alpha * k
+    for h, k in accept.ps.items():
+        load[h] += n.beta * k
+    assert np.all(load <= np.asarray(cluster.capacity) + 1e-9)
+    with pytest.raises(ValueError, match="cover"):
+        Rounding(cover="ignore")
+
+
 def test_external_case_spreads_what_one_machine_cannot_hold() -> None:
     cluster = machines(3, gpu=4, cpu=16)
     n = needs(cluster, ps_job(cap=10, ratio=2.0), rate_int=6.0, rate_ext=5.0)

@@ -15,6 +15,7 @@ import pytest
 from mlsched.cli import main
 from mlsched.experiments.base import addition_check
 from mlsched.experiments.claims import CLAIMS, PAPERS, Claim, claims_of
+from mlsched.experiments.costs import cluster_check
 from mlsched.experiments.reproduction import (
     README_BEGIN,
     README_END,
@@ -88,11 +89,35 @@ def test_the_table_shows_the_figures_and_the_cause_of_what_failed() -> None:
     assert f"Measured: figures of {H1}" in text
     assert f"Cause: {claim.cause}." in text
     assert f"- passed: {other}" in text  # a check no claim names is listed, not dropped
-    assert "Restart cost: 0.0 s (free, as the paper assumes (spec))" in text
+    assert "Restart cost of the verdicts: none (free, as the paper assumes (spec))" in text
+    assert "No second cost: no run restarts a job." in text
     assert "`mlsched experiment oasis --scale smoke --seeds 2`" in text
     # A reproduced claim shows no cause.
     ok = render({"oasis": _results("oasis", [(H1, True)])}, "x")
     assert claim.cause not in ok
+
+
+@pytest.mark.parametrize(("charged", "shown"), [(True, "holds"), (False, "does not hold")])
+def test_a_claim_shows_whether_it_holds_with_a_cluster_s_restart_cost(
+    charged: bool, shown: str
+) -> None:
+    """The verdict stays the paper's (its own restart assumption); the row of the same
+    check on runs charging a cluster's cost is its own column and line, with its cost,
+    never a verdict, and never listed among the checks of our own."""
+    results = {"oasis": _results("oasis", [(H1, True), (cluster_check(H1), charged)])}
+    results["oasis"]["cluster_restart_cost"] = {
+        "restart_s": 30.0, "slot_seconds": 60.0, "slot_share": 0.5, "why": "a cluster's",
+    }  # fmt: skip
+    (row,) = [v for v in verdicts(results) if v.claim.check == H1]
+    assert row.verdict == "reproduced" and row.cluster is charged
+    text = render(results, "x")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("| OASiS") and "| H1 |" in ln]
+    assert line.endswith(f"| {shown} | **reproduced** |")
+    assert f"  - With a cluster's restart cost: {shown}." in text
+    assert "a cluster's: 30 s per restart, 0.5 of the 60-s slot (a cluster's)" in text
+    for listed in ("- passed: ", "- **failed**: "):  # not listed as a check of our own
+        assert listed + cluster_check(H1) not in text
+    assert table_counts(text) == count_verdicts(verdicts(results))
 
 
 def test_reproduce_reuses_results_of_its_scale_and_writes_the_table(

@@ -167,6 +167,26 @@ class Utility:
         value = self(x)
         return math.log(value) if value > 0 else -math.inf
 
+    def log_increment(self, a: float, b: float) -> float:
+        """ln(u(b) - u(a)) for a progress utility, stable where the difference underflows
+        (a sigmoid far below its rise) or cancels (one saturated): -inf where it is not
+        positive. GADGET's gains are these increments, and it must see every positive one."""
+        p = self.params
+        if self.kind is UtilityKind.SIGMOID_PROGRESS:
+            s = p["sensitivity"]
+            if not b > a or p["priority"] == 0 or s == 0:
+                return -math.inf
+            za, zb = s * (a - p["expected"]), s * (b - p["expected"])
+            # sigma(zb) - sigma(za) = sigma(zb) sigma(-za) (1 - e^(za - zb)).
+            return (
+                math.log(p["priority"])
+                - _softplus(-zb)
+                - _softplus(za)
+                + math.log(-math.expm1(za - zb))
+            )
+        gain = self(b) - self(a)
+        return math.log(gain) if gain > 0 else -math.inf
+
     def values(self, xs: np.ndarray) -> np.ndarray:
         """Vectorised evaluation over an array of x."""
         return np.array([self(float(x)) for x in np.asarray(xs).ravel()]).reshape(np.shape(xs))

@@ -77,6 +77,7 @@ def simulate(
     *,
     progress: Callable[[int], None] | None = None,
     on_allocate: AllocationHook | None = None,
+    observe: Callable[[str, float], None] | None = None,
     cache: bool = True,
 ) -> RunResult:
     """Run ``config.policy`` on ``workload`` until every job is final or the horizon ends.
@@ -85,13 +86,16 @@ def simulate(
     ``progress`` is called with the slot number after each slot. ``on_allocate`` sees each
     slot's allocation as the policy returns it, before the engine checks it, with the
     policy and its view (what an experiment replays or reads of the policy's own records).
+    ``observe`` is told the seconds of each call into the policy (its name, e.g.
+    ``on_arrival``, and the time; :attr:`Engine.observe`).
     Where ``MLSCHED_RUN_CACHE`` names a directory (:mod:`.cache`), a run done before by the
-    same code is read from it instead, unless ``cache`` is False or ``on_allocate`` must
-    see the slots.
+    same code is read from it instead, unless ``cache`` is False or ``on_allocate`` or
+    ``observe`` must see the run.
     """
-    directory = run_cache.cache_dir() if cache and on_allocate is None else None
+    watched = on_allocate is not None or observe is not None
+    directory = run_cache.cache_dir() if cache and not watched else None
     if directory is None:
-        return _simulate(workload, config, progress, on_allocate)
+        return _simulate(workload, config, progress, on_allocate, observe)
     try:
         key = run_cache.run_key(workload, config)
     except TypeError as err:  # an input that cannot be keyed by value: run it
@@ -165,6 +169,7 @@ def _simulate(
     config: SimulationConfig,
     progress: Callable[[int], None] | None,
     on_allocate: AllocationHook | None,
+    observe: Callable[[str, float], None] | None = None,
 ) -> RunResult:
     engine = build_engine(
         workload.cluster,
@@ -178,6 +183,7 @@ def _simulate(
         on_allocate=on_allocate,
         stall_slots=config.stall_slots,
     )
+    engine.observe = observe
     log.info(
         "[simulate] %s on %s: %d jobs, %d servers, horizon %s",
         config.policy,
@@ -234,12 +240,20 @@ def try_simulate(
     context: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
     on_allocate: AllocationHook | None = None,
+    observe: Callable[[str, float], None] | None = None,
     cache: bool = True,
 ) -> RunResult | Failure:
     """:func:`simulate`, but a policy that fails (cannot be built, or raises during the
     run) gives a :class:`Failure` and a warning instead of ending a whole comparison."""
     try:
-        return simulate(workload, config, progress=progress, on_allocate=on_allocate, cache=cache)
+        return simulate(
+            workload,
+            config,
+            progress=progress,
+            on_allocate=on_allocate,
+            observe=observe,
+            cache=cache,
+        )
     except Exception as err:  # any policy bug: record it, keep comparing the others
         log.warning(
             "[simulate] policy %s failed on %s (seed %d): %s",

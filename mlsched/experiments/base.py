@@ -26,7 +26,7 @@ import numpy as np
 
 from mlsched.core.errors import SpecError
 from mlsched.engine.summary import Summary
-from mlsched.experiments.costs import CHARGED, RestartCost
+from mlsched.experiments.costs import CLUSTER, Costs
 from mlsched.experiments.progress import ProgressFactory, no_progress
 from mlsched.experiments.report import to_json
 
@@ -73,13 +73,18 @@ class Check:
         return {"name": self.name, "passed": bool(self.passed), "detail": self.detail}
 
 
+#: An experiment that tests no paper's claim charges a cluster's restart cost (its slot
+#: an hour, as the paper workloads' but GADGET's and DPS's).
+DEFAULT_COSTS = Costs(CLUSTER, None, 3600.0)
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
     description: str
     run: ExperimentFn
     default_seeds: int = 3
-    restart: RestartCost = CHARGED
+    costs: Costs = DEFAULT_COSTS
 
 
 #: The built-in experiments' modules (in :mod:`mlsched.experiments`), imported when the
@@ -90,10 +95,15 @@ _REGISTRY: dict[str, Experiment] = {}
 
 
 def register_experiment(
-    name: str, description: str, *, default_seeds: int = 3, restart: RestartCost = CHARGED
+    name: str,
+    description: str,
+    *,
+    default_seeds: int = 3,
+    costs: Costs = DEFAULT_COSTS,
 ) -> Callable[[ExperimentFn], ExperimentFn]:
     """Decorator: register ``run`` as experiment ``name``; a name binds only once.
-    ``restart``: what its simulations charge for a restart (``results.json`` says)."""
+    ``costs``: what its simulations charge for a restart, the paper's and a cluster's
+    (:mod:`mlsched.experiments.costs`; ``results.json`` says)."""
     if not name or not description:
         raise ValueError("an experiment needs a name and a one-line description")
 
@@ -101,7 +111,7 @@ def register_experiment(
         old = _REGISTRY.get(name)
         if old is not None and old.run is not fn:
             raise ValueError(f"experiment name {name!r} is already registered")
-        _REGISTRY[name] = Experiment(name, description, fn, default_seeds, restart)
+        _REGISTRY[name] = Experiment(name, description, fn, default_seeds, costs)
         return fn
 
     return deco
@@ -154,7 +164,7 @@ def run_experiment(
         "seeds": n_seeds,
         "scale": scale,
         "wall_seconds": wall,
-        "restart_cost": experiment.restart.to_dict(),
+        **experiment.costs.to_dict(),
         "summary": {},
         "checks": [],
         **body,

@@ -32,7 +32,7 @@ from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, GPU_SPEED, spe
 from mlsched.workloads.base import Workload, register_workload
 from mlsched.workloads.oasis import _check, _is_count, _is_number
 
-__all__ = ["INSTANCES", "hetero_paper"]
+__all__ = ["IDEAL_PS", "IDEAL_WORKER", "INSTANCES", "hetero_paper"]
 
 #: (name, GPU model, GPUs, vCPUs, Gbit/s): p3/p2/g3 .8xlarge and .16xlarge.
 INSTANCES: tuple[tuple[str, str, int, int, float], ...] = (
@@ -43,7 +43,10 @@ INSTANCES: tuple[tuple[str, str, int, int, float], ...] = (
     ("p2-16x", "K80", 16, 64, 25.0),
     ("g3-16x", "M60", 4, 64, 25.0),
 )
-_IDEAL = "v100x4"
+#: Each job's ideal configuration's types (AMB-13; what the baselines run).
+IDEAL_WORKER = "v100x4"
+IDEAL_PS = "ps10"
+_IDEAL = IDEAL_WORKER
 
 
 def _cluster(servers: int) -> Cluster:
@@ -123,7 +126,7 @@ def hetero_paper(
                 batches_per_chunk=int(rng.integers(10, 51)),
                 max_workers=chunks,
                 worker=ideal.demand,
-                ps=DEFAULT_CATALOGUE.ps["ps10"].demand,
+                ps=DEFAULT_CATALOGUE.ps[IDEAL_PS].demand,
                 worker_types=worker_types,
                 ps_types={} if ring else ps_types,
                 compute_s=base / speed(ideal),

@@ -10,6 +10,8 @@ and variant sees:
 * **delta** and **theta** (Figs. 5, 6; check iv): DPS with Theorem 2's δ times each of
   ``delta_scales`` and with each θ of ``thetas`` (the values equal to DPS's or DPS-simple's
   reuse those runs). They stay out of ``summary``.
+* **jobs** (Fig. 4; check v): DPS and BFP with N times each of ``job_ratios``
+  (:mod:`.jobs`).
 
 Eight seeds by default: the claims compare means whose spread between seeds is about a
 tenth of their size (see docs/algorithms/dps.md for the measured spread). The runs are
@@ -35,9 +37,9 @@ from mlsched.experiments.base import (
 from mlsched.experiments.dps.common import (
     ADDITIONS,
     BENCHMARK,
+    COSTS,
     PAPER_RADIUS,
     PRIMARY,
-    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     DpsScale,
@@ -45,6 +47,7 @@ from mlsched.experiments.dps.common import (
     run_item,
 )
 from mlsched.experiments.dps.diagnosis import diagnose, explain
+from mlsched.experiments.dps.jobs import check_jobs, jobs_items, jobs_sweep
 from mlsched.experiments.dps.plots import plots
 from mlsched.experiments.dps.profit import check_profit_order, check_regret, regret_facts
 from mlsched.experiments.dps.runtime import check_runtime, runtime_curves
@@ -79,7 +82,7 @@ def _items(s: DpsScale, seeds: int) -> list[Item]:
             if (part, v) not in _SAME
             for seed in range(seeds)
         ]
-    return items
+    return [*jobs_items(s, seeds), *items]  # the largest N's BFP searches first
 
 
 def _sweep(
@@ -95,7 +98,7 @@ def _sweep(
     "spec 004 Figs. 2-7: DPS vs BFP/DPS-simple/TOP/Random/DPS-RS: profit, regret over "
     "time, PA vs random placement, delta and theta sweeps",
     default_seeds=8,
-    restart=RESTART,
+    costs=COSTS,
 )
 def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory) -> dict[str, Any]:
     s = SCALE_SETTINGS[scale]
@@ -117,10 +120,13 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
     }
     facts = regret_facts(schemes)
     diagnosis = diagnose(schemes, PRIMARY, BENCHMARK)
+    # The N sweep's runs are BFP and DPS on other workloads: not the delta/theta sweeps'.
+    same_n = [r for r in records if r["part"] != "jobs"]
     sweeps = {
-        "delta": _sweep(records, "delta", s.delta_scales),
-        "theta": _sweep(records, "theta", s.thetas),
+        "delta": _sweep(same_n, "delta", s.delta_scales),
+        "theta": _sweep(same_n, "theta", s.thetas),
     }
+    by_jobs = jobs_sweep(records, s)
     why = explain(diagnosis)
     profit = {d: check_profit_order(schemes, why, d) for d in (PRIMARY, *ADDITIONS)}
     regret = {d: check_regret(regret_facts(schemes, d)) for d in (PRIMARY, *ADDITIONS)}
@@ -135,6 +141,8 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         check_runtime(schemes),
         check_u_shape("delta (x Theorem 2's)", s.delta_scales, sweeps["delta"]["regret"], 1.0),
         check_u_shape("theta", s.thetas, sweeps["theta"]["regret"], 0.11),
+        check_jobs(by_jobs),
+        _check_no_restarts(records),
         check_no_failures(failures),
     ]
     paths = plots(out_dir, s, schemes, sweeps)
@@ -156,6 +164,7 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         },
         "runtime": runtime_curves(schemes),
         "sweeps": sweeps,
+        "jobs_sweep": by_jobs,
         "diagnosis": diagnosis,
         "bfp": {
             r["seed"]: {
@@ -187,3 +196,14 @@ def _thin(bench: Sequence[Any], ours: Sequence[Any], step: int) -> list[float]:
         return []
     mean = np.mean([b - o for b, o in zip(bench, ours, strict=True)], axis=0)
     return [float(v) for v in mean[::step]]
+
+
+def _check_no_restarts(records: list[dict[str, Any]]) -> Check:
+    """The experiment states one restart cost (``common.COSTS``) because no run restarts a
+    job: non-preemptive placement, as the paper has it."""
+    moved = sorted({r["scheme"] for r in records if r.get("restarts")})
+    return Check(
+        "no run restarts a job (placement is non-preemptive, so restart costs change nothing)",
+        not moved,
+        f"restarts in {', '.join(moved)}" if moved else f"0 restarts in {len(records)} runs",
+    )

@@ -6,7 +6,9 @@ Each seed is one job set; every scheme of a seed runs the same jobs on the same 
 * **utility** (Q1, Fig. 4): total utility (sum of mu_i(progress) at T) vs the number of
   jobs for GADGET and the ring-placing FIFO, DRF and LAS (Tiresias) baselines; GADGET at
   least each baseline's at every count, and its relative gap over the best baseline not
-  shrinking with the count. The summary is this part at the default point.
+  shrinking with the count. The summary is this part at the default point. Restarts are
+  free, as the paper assumes; the **cluster** part runs the same sweep charging a
+  cluster's restart cost (``common.COSTS``), and its Q1 checks are rows of their own.
 * **capacity** (Q2, Figs. 5/6): GADGET's embedded ratio (LP-RS-MDE's rings / active jobs
   per slot, from the policy's own per-slot records) at the default point with every
   server's GPUs, then every link, scaled by 0.25-4; rising in each: never falling between
@@ -41,6 +43,7 @@ from mlsched.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.experiments.costs import cluster_check
 from mlsched.experiments.gadget.checks import (
     check_embedding,
     check_gap,
@@ -56,9 +59,9 @@ from mlsched.experiments.gadget.checks import (
 from mlsched.experiments.gadget.common import (
     ADDITIONS,
     BUDGET_MODES,
+    COSTS,
     GADGETS,
     PAPER,
-    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     GadgetScale,
@@ -102,7 +105,8 @@ def _items(s: GadgetScale, seeds: int) -> list[Item]:
             for seed in range(seeds)
         ]
     items += [
-        Item("utility", seed, n, name, scale=s, budget_mode=mode)
+        Item(part, seed, n, name, scale=s, budget_mode=mode, cost=cost)
+        for part, cost in (("utility", "paper"), ("cluster", "cluster"))
         for mode in BUDGET_MODES
         for name in order
         for n in sorted(set(s.jobs) | {s.default_jobs}, reverse=True)
@@ -132,7 +136,7 @@ def _loads(
     "spec 003 Figs. 4-7: GADGET vs ring FIFO/DRF/LAS on total utility, embedded ratio vs "
     "node and link capacity, LP-RS-MDE vs the slot MILP, independent capacity/ring replay",
     default_seeds=8,
-    restart=RESTART,
+    costs=COSTS,
 )
 def run_gadget(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
@@ -178,6 +182,12 @@ def run_gadget(
         *_embedding_checks(records, "node_scale", s.default_jobs, swept),
         *_embedding_checks(records, "link_scale", s.default_jobs, swept),
         check_ratio(ratio),
+        # Q1 again with a cluster's restart cost (the paper's: free), rows of their own.
+        *(
+            dataclasses.replace(c, name=cluster_check(c.name))
+            for mode in BUDGET_MODES
+            for c in _q1_checks(records, counts, mode, "cluster")
+        ),
         *decided_per_algorithm(lambda g: check_replay(records, g), PAPER, ADDITIONS),
         check_no_failures(failures),
     ]
@@ -198,6 +208,11 @@ def run_gadget(
         "loads_worker_slots": _loads(records, counts, "worker_slots"),
         "utility_sweep": utility_sweep(records, counts),
         "utility_sweep_worker_slots": utility_sweep(records, counts, "worker_slots"),
+        # The same sweeps charging a cluster's restart cost.
+        "cluster_sweep": {
+            mode: utility_sweep(records, counts, mode, "cluster") for mode in BUDGET_MODES
+        },
+        "restarts": _restarts(records),
         # Q1 at the paper's size (Fig. 4's servers and slots), both budget readings.
         "paper_point": {
             "servers": s.paper_point[0] if s.paper_point else None,
@@ -241,6 +256,18 @@ def _embedding_checks(
     return decided_per_algorithm(
         lambda g: check_embedding(records, axis, default_jobs, swept, g), PAPER, ADDITIONS
     )
+
+
+def _restarts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per cost and scheme: mean restarts per run of the utility sweeps."""
+    out: dict[str, Any] = {}
+    for part in ("utility", "cluster"):
+        rows = [r for r in records if r["part"] == part]
+        out[part] = {
+            name: _mean([float(r["restarts"]) for r in rows if r["scheme"] == name])
+            for name in SCHEMES
+        }
+    return out
 
 
 def _mean(values: list[float | None]) -> float | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsched.experiments.gadget.checks import RATIO_FLOOR, embedding_sweep, utility_sweep
-from mlsched.experiments.gadget.common import PAPER, PRIMARY, SCHEMES, GadgetScale
+from mlsched.experiments.gadget.common import PAPER, SCHEMES, GadgetScale
 from mlsched.experiments.gadget.ratio import bound
 from mlsched.experiments.plots import plot_lines
 
@@ -68,6 +68,17 @@ def plots(
             title=f"Fig. 4: total utility, {where}",
         )
     )
+    cluster = utility_sweep(records, s.jobs, part="cluster")
+    paths.append(
+        plot_lines(
+            out_dir / "fig4_utility_vs_jobs_cluster_restarts.png",
+            list(s.jobs),
+            {n: (_nan(cluster[n]["mean"]), _nan(cluster[n]["std"])) for n in SCHEMES},
+            xlabel="number of jobs",
+            ylabel="total utility (mean over seeds)",
+            title=f"Fig. 4 with a cluster's restart cost, {where}",
+        )
+    )
     if s.paper_point is not None:
         servers, horizon, counts = s.paper_point
         for mode, tag in (
@@ -90,8 +101,7 @@ def plots(
         ("link_scale", "fig6_embedded_vs_link_scale.png", "Fig. 6: link capacity"),
     ):
         paper = embedding_sweep(records, axis, s.default_jobs, seeds, PAPER)
-        ours = embedding_sweep(records, axis, s.default_jobs, seeds, PRIMARY)
-        if not paper["scales"] or paper["scales"] != ours["scales"]:
+        if not paper["scales"]:
             continue
         paths.append(
             plot_lines(
@@ -102,13 +112,9 @@ def plots(
                         _nan(paper["embedded_ratio"]["mean"]),
                         _nan(paper["embedded_ratio"]["std"]),
                     ),
-                    "embedded, GADGET + backfill (ours)": (
-                        _nan(ours["embedded_ratio"]["mean"]),
-                        _nan(ours["embedded_ratio"]["std"]),
-                    ),
-                    "allocated, GADGET + backfill (ours)": (
-                        _nan(ours["allocated_ratio"]["mean"]),
-                        _nan(ours["allocated_ratio"]["std"]),
+                    "allocated, GADGET": (
+                        _nan(paper["allocated_ratio"]["mean"]),
+                        _nan(paper["allocated_ratio"]["std"]),
                     ),
                 },
                 xlabel=f"{axis.replace('_', ' ')} (x the generated capacity)",

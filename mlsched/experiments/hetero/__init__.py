@@ -1,10 +1,11 @@
 """Experiment ``hetero``: spec 002's evaluation (§5) on the ``hetero-paper`` workload.
 
 Each seed is one job set per architecture part; every scheme of a seed runs the same jobs
-on the same servers. Every restart is charged (``RESTART``), to every scheme alike.
+on the same servers. Every restart costs 0.1 slot (AMB-15), to every scheme alike; the
+claims are checked again charging a cluster's restart cost (``common.COSTS``).
 
 * **schemes** (Figs. 2 and 5): total weighted completion time sum w c of ``hetero``
-  (A_online as the paper has it) and of FIFO, DRF, 2D-LAS (``las2d``) and the AntMan-style
+  (A_online as the paper has it) and of FIFO, DRF, Tiresias, 2D-LAS (``las2d``) and the AntMan-style
   baseline, the baselines at their ideal worker counts (AMB-13); also sum w (c - a).
   PS-only (Fig. 2) and ring-only (Fig. 5) parts, each on clusters holding 0.2, 0.35 and
   0.5 of the jobs' ideal demand (§5); both mixed half and half as an extra row at the
@@ -15,6 +16,10 @@ on the same servers. Every restart is charged (``RESTART``), to every scheme ali
   ``hetero-compact`` (the spec's compacted offsets, ours) runs beside, its checks rows of
   their own.
 * **alpha**: hetero at alpha = 1 beside the default 4, at the default capacity.
+* **runtime** (Fig. 7): A_online's own time (every call into the policy) on PS jobs at
+  each of ``runtime_jobs`` on the servers of the default capacity's cluster.
+* **f** (Fig. 4): hetero at other F (lambda = 2 T H R F + 1) beside the default 10, at the
+  default capacity.
 * **maxweight** (Fig. 8): one A_maxweight call against Jain et al.'s greedy on a batch of
   each size, both taking the jobs in the same order (:mod:`.batch`).
 
@@ -37,23 +42,31 @@ from mlsched.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.experiments.costs import cluster_check
 from mlsched.experiments.hetero.batch import BatchItem, run_batch
+from mlsched.experiments.hetero.batch import F as BATCH_F
 from mlsched.experiments.hetero.checks import (
+    PREEMPTION_AS_DESCRIBED,
     at,
     check_claim,
     check_completed,
+    check_f,
     check_lowest,
     check_maxweight,
     check_preemption,
+    check_runtime,
+    check_weight_sweeps,
     points,
     reductions,
+    runtime_table,
 )
 from mlsched.experiments.hetero.common import (
     ARCHS,
     CLAIM_ARCHS,
+    COSTS,
     HETEROS,
+    PREEMPTING_AS_DESCRIBED,
     PRIMARY,
-    RESTART,
     SCALE_SETTINGS,
     SCHEMES,
     HeteroScale,
@@ -62,7 +75,7 @@ from mlsched.experiments.hetero.common import (
 )
 from mlsched.experiments.hetero.plots import plots
 from mlsched.experiments.pool import Runner
-from mlsched.scheduler.hetero.policy import DEFAULT_ALPHA
+from mlsched.scheduler.hetero.policy import DEFAULT_ALPHA, DEFAULT_F
 
 __all__ = ["SCALE_SETTINGS", "HeteroScale", "run_hetero"]
 
@@ -85,6 +98,22 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
         if a != DEFAULT_ALPHA
         for seed in range(seeds)
     ]  # fmt: skip
+    # Fig. 7: A_online's own time at each job count on the default capacity's servers.
+    items += [
+        Item("runtime", "ps", s.default_capacity, seed, f"{PRIMARY}-jobs{n}", PRIMARY,
+             (), s, jobs=n)
+        for n in s.runtime_jobs
+        for seed in range(seeds)
+    ]  # fmt: skip
+    # Fig. 4: A_online at other F (lambda = 2 T H R F + 1), at the default capacity.
+    items += [
+        Item("f", arch, s.default_capacity, seed, f"{PRIMARY}-f{f:g}", PRIMARY,
+             (("f", f),), s)
+        for arch in CLAIM_ARCHS
+        for f in s.fs
+        if f != DEFAULT_F
+        for seed in range(seeds)
+    ]  # fmt: skip
     return items
 
 
@@ -94,7 +123,7 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
     "completion time, PS and ring jobs at 0.2-0.5 of the ideal demand, A_maxweight vs Jain "
     "et al.'s greedy, alpha 1 vs 4",
     default_seeds=8,
-    restart=RESTART,
+    costs=COSTS,
 )
 def run_hetero(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
@@ -102,15 +131,39 @@ def run_hetero(
     s = SCALE_SETTINGS[scale]
     items = _items(s, seeds)
     batch_items = [BatchItem(seed, n, s) for n in s.batch_jobs for seed in range(seeds)]
+    # Figs. 11-12: the smallest batch at other F, and on the other capacities' clusters.
+    small = min(s.batch_jobs)
+    batch_items += [
+        BatchItem(seed, small, s, "sweep", f=f) for f in s.batch_fs for seed in range(seeds)
+    ]
+    batch_items += [
+        BatchItem(seed, small, s, "sweep", capacity=c)
+        for c in s.capacities
+        if c != s.default_capacity
+        for seed in range(seeds)
+    ]
     records: list[dict[str, Any]] = []
     failures: list[Failure] = []
-    with progress(len(items) + len(batch_items), f"hetero ({scale})") as advance, Runner() as r:
+    n_cluster = sum(i.part == "schemes" and i.arch in CLAIM_ARCHS for i in items)
+    total = len(items) + n_cluster + len(batch_items)
+    with progress(total, f"hetero ({scale})") as advance, Runner() as r:
         for outcome in r.map(run_item, items, advance):
             if isinstance(outcome, Failure):
                 failures.append(outcome)
             else:
                 records.append(outcome)
-        batches = r.map(run_batch, batch_items, advance)
+        # The claims again charging a cluster's restart cost: a run that restarted nothing
+        # is the same run under any restart cost, so only the others run again.
+        again, same = _cluster_items(items, records)
+        records += same
+        for outcome in r.map(run_item, again, advance):
+            if isinstance(outcome, Failure):
+                failures.append(outcome)
+            else:
+                records.append(outcome)
+        every_batch = r.map(run_batch, batch_items, advance)
+    batches = [b for b in every_batch if b["part"] == "fig8"]
+    weight_sweep = [b for b in every_batch if b["part"] == "sweep"]
 
     schemes = [r for r in records if r["part"] == "schemes"]
     default = {arch: at(schemes, arch, s.default_capacity) for arch in ARCHS}
@@ -155,11 +208,40 @@ def run_hetero(
         }
         for arch in CLAIM_ARCHS
     }
+    by_f = {
+        arch: {
+            f"{f:g}": _mean(
+                [
+                    r["weighted_completion_time"]
+                    for r in records
+                    if r["arch"] == arch
+                    and r["capacity"] == s.default_capacity
+                    and (
+                        r["scheme"] == f"{PRIMARY}-f{f:g}"
+                        or (f == DEFAULT_F and r["part"] == "schemes" and r["scheme"] == PRIMARY)
+                    )
+                ]
+            )
+            for f in sorted({*s.fs, DEFAULT_F})
+        }
+        for arch in CLAIM_ARCHS
+    }
+    charged = [r for r in records if r["part"] == "cluster"]
     checks: list[Check] = [
         *check_lowest(schemes),
         *check_claim(schemes),
         check_preemption(schemes),
+        check_preemption(schemes, PREEMPTING_AS_DESCRIBED, PREEMPTION_AS_DESCRIBED),
+        # The paper's A_online with a cluster's restart cost (the paper's: 0.1 slot).
+        *(
+            dataclasses.replace(c, name=cluster_check(c.name))
+            for c in (*check_lowest(charged), *check_claim(charged), check_preemption(charged))
+            if " [" not in c.name
+        ),
         check_maxweight(batches),
+        check_weight_sweeps(batches, weight_sweep, BATCH_F, min(s.batch_jobs)),
+        check_f(by_f),
+        check_runtime([r for r in records if r["part"] == "runtime"]),
         check_completed(records, s.run_factor * s.horizon),
         check_no_failures(failures),
     ]
@@ -170,6 +252,8 @@ def run_hetero(
         "schemes": {n: {"policy": p, "options": o} for n, (p, o) in SCHEMES.items()},
         "parts": parts,
         "alpha": alpha,
+        "f": by_f,
+        "runtime": runtime_table([r for r in records if r["part"] == "runtime"]),
         "default_point": {
             "jobs": s.jobs,
             "horizon": s.horizon,
@@ -179,9 +263,33 @@ def run_hetero(
         "settings": dataclasses.asdict(s),
         "runs": records,
         "batches": batches,
+        "weight_sweep": weight_sweep,
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
     }
+
+
+def _cluster_items(
+    items: list[Item], records: list[dict[str, Any]]
+) -> tuple[list[Item], list[dict[str, Any]]]:
+    """The claim points' runs under a cluster's restart cost: (items to run, records
+    copied from runs that restarted no job, identical under any restart cost)."""
+    done = {
+        (r["arch"], r["capacity"], r["seed"], r["scheme"]): r
+        for r in records
+        if r["part"] == "schemes"
+    }
+    again: list[Item] = []
+    same: list[dict[str, Any]] = []
+    for item in items:
+        if item.part != "schemes" or item.arch not in CLAIM_ARCHS:
+            continue
+        paper = done.get((item.arch, item.capacity, item.seed, item.name))
+        if paper is not None and paper["restarts"] == 0:
+            same.append({**paper, "part": "cluster", "cost": "cluster"})
+        else:
+            again.append(dataclasses.replace(item, part="cluster", cost="cluster"))
+    return again, same
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

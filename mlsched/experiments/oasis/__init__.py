@@ -19,6 +19,8 @@ Four parts, all on the ``oasis-paper`` workload, each seed a different workload:
   ``ul_ratio_scale`` (U/L under- or over-estimated, L kept; spec A24).
 * **H5 (Figs. 7-8)**: the paper's testbed setting (§5.4: 12 ResNet/VGG jobs on 7 worker +
   2 PS hosts, 10 slots of 20 min; workload ``oasis-testbed``) simulated with every scheme.
+* **H6 (text)**: OASiS's decision time per arriving job at T = 100 on 80 servers
+  (:mod:`.timing`).
 
 OASiS runs twice: ``oasis`` as shipped (``utility_floor=1.0``) and ``oasis-nofloor`` with
 the paper's price constants as written. Without the floor the time-critical sigmoids make
@@ -45,10 +47,11 @@ from mlsched.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.experiments.costs import cluster_check
 from mlsched.experiments.oasis.common import (
     BASELINES,
+    COSTS,
     OASIS_VARIANTS,
-    RESTART,
     SCALE_SETTINGS,
     OasisScale,
     _schemes,
@@ -58,6 +61,7 @@ from mlsched.experiments.oasis.plots import _plots
 from mlsched.experiments.oasis.ratio import _check_h3, _h3
 from mlsched.experiments.oasis.targets import _check_h2, _h2, _h2_stats
 from mlsched.experiments.oasis.testbed import _check_h5, _h5
+from mlsched.experiments.oasis.timing import _check_h6, _h6
 from mlsched.experiments.oasis.utility import (
     _check_h1,
     _check_h4,
@@ -83,7 +87,7 @@ __all__ = [
     "spec 001 Figs. 3-8: OASiS vs FIFO/DRF/RRH/Dorm, completion vs target, OPT ratio, U/L, "
     "testbed setting",
     default_seeds=6,
-    restart=RESTART,
+    costs=COSTS,
 )
 def run_oasis(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
@@ -98,6 +102,8 @@ def run_oasis(
         + n_h3  # H3
         + len(points) * seeds * len(s.ul_scales) * len(OASIS_VARIANTS)  # H4
         + s.testbed_seeds * len(schemes)  # H5
+        + len(points) * seeds * len(schemes)  # H1 with a cluster's restarts
+        + min(seeds, s.h6_seeds) * len(OASIS_VARIANTS)  # H6
     )
     failures: list[Failure] = []
     with progress(total, f"oasis ({scale})") as advance, Runner() as runner:
@@ -106,6 +112,8 @@ def run_oasis(
         h3 = _h3(s, seeds, runner, advance, failures)
         h4 = _h4(s, points, seeds, runner, advance, failures)
         h5 = _h5(s, schemes, runner, advance, failures)
+        h6 = _h6(s, seeds, runner, advance, failures)
+        h1c, runs_c = _h1(s, points, seeds, schemes, runner, advance, failures, "cluster")
 
     names = [n for n, _, _ in schemes]
     summary = {
@@ -113,6 +121,7 @@ def run_oasis(
     }
     sweep = _sweep(names, points, h1)
     h2_out = _h2_stats(h2, names)
+    sweep_c = _sweep(names, points, h1c)
     h4_sweep = _h4_sweep(points, h4, s.ul_scales)
     plots = _plots(out_dir, s, points, sweep, h2_out, h3, h4_sweep, h5)
     checks = [
@@ -121,6 +130,14 @@ def run_oasis(
         *_check_h3(h3),
         *_check_h4(points, h4_sweep),
         *_check_h5(h5, sweep),
+        *_check_h6(h6, s.h6_point),
+        # H1 for the paper's OASiS with a cluster's restart cost, rows apart (not H2: its
+        # runs are Dorm's MILPs again for a claim on completion times).
+        *(
+            dataclasses.replace(c, name=cluster_check(c.name))
+            for c in _check_h1(names, points, sweep_c)
+            if " [" not in c.name
+        ),
         check_no_failures(failures),
     ]
     return {
@@ -131,9 +148,15 @@ def run_oasis(
         "settings": dataclasses.asdict(s),
         "h1": {"sweep": sweep, "runs": runs},
         "h2": h2_out,
+        # H1 again, charging a cluster's restart cost.
+        "cluster": {"h1": {"sweep": sweep_c, "runs": runs_c}},
         "h3": h3,
         "h4": h4_sweep,
         "h5": h5,
+        "h6": {
+            "point": dict(zip(("jobs", "horizon", "servers"), s.h6_point, strict=True)),
+            "runs": h6,
+        },
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in plots],
     }

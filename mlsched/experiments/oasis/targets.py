@@ -25,15 +25,15 @@ from mlsched.experiments.pool import Runner
 
 
 def _h2_one(
-    item: tuple[int, str, str, dict[str, Any], int, int, int],
+    item: tuple[int, str, str, dict[str, Any], int, int, int, str],
 ) -> dict[str, dict[str, Any]] | Failure:
     """class -> {"deltas": [...], "charged": [...], "not_completed": n, "jobs": n} of one
     run. ``charged``: every job's miss, a job not completed charged as if it completed at
     the run's end (a lower bound on how late it is): a scheme that completes few jobs is not
     closest to its targets by leaving the late ones out."""
-    seed, name, policy, options, jobs, horizon, servers = item
+    seed, name, policy, options, jobs, horizon, servers, cost = item
     workload = _workload(seed, jobs, horizon, servers, class_mix=(0.0, 0.5, 0.5))
-    outcome = _run(workload, name, policy, options, seed, {"part": "h2"})
+    outcome = _run(workload, name, policy, options, seed, {"part": "h2", "cost": cost}, cost)
     if isinstance(outcome, Failure):
         return outcome
     per: dict[str, dict[str, Any]] = {
@@ -62,10 +62,12 @@ def _h2(
     runner: Runner,
     advance: Callable[[int], None],
     failures: list[Failure],
+    cost: str = "paper",
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """scheme -> class -> {"deltas": [...], "not_completed": n, "jobs": n}."""
+    """scheme -> class -> {"deltas": [...], "not_completed": n, "jobs": n}, charging
+    ``cost``'s restart cost."""
     items = [
-        (seed, name, policy, options, s.h2_jobs, s.h2_horizon, s.h2_servers)
+        (seed, name, policy, options, s.h2_jobs, s.h2_horizon, s.h2_servers, cost)
         for seed in range(seeds)
         for name, policy, options in schemes
     ]
@@ -96,7 +98,7 @@ def _h2_stats(raw: dict[str, dict[str, dict[str, Any]]], names: Sequence[str]) -
             d = raw[name][cls]["deltas"]
             every = raw[name][cls]["charged"]
             stats[name][cls] = {
-                # Every job, one not completed charged the run's end: decides H2.
+                # Every job, one not completed charged the run's end (a check of our own).
                 "all_mean": float(np.mean(every)) if every else None,
                 "all_std": float(np.std(every)) if every else None,
                 "all_mean_abs": float(np.mean(np.abs(every))) if every else None,
@@ -110,48 +112,70 @@ def _h2_stats(raw: dict[str, dict[str, dict[str, Any]]], names: Sequence[str]) -
     return stats
 
 
+H2_NAME = (
+    "H2: OASiS's completion time minus target is closest to 0 with the smallest spread, "
+    "in both classes"
+)
+#: The same over every job, one not completed charged the run's end: a check of our own.
+H2_ALL_NAME = (
+    "H2 over every job (ours): completion minus target closest to 0 with the smallest "
+    "spread, a job not completed charged the run's end"
+)
+
+
 def _check_h2(names: Sequence[str], stats: dict[str, Any]) -> list[Check]:
-    """Closest to zero = smallest mean |actual - target| over every job (one not completed
-    charged the run's end), and the smallest spread, in both classes. The completed jobs'
-    figures (the paper's plot, spec §5.3) are shown beside."""
-    oasis = [n for n in names if n in OASIS_VARIANTS and n in stats]
-    base = [n for n in names if n not in OASIS_VARIANTS and n in stats]
-    held: list[str] = []
+    """Closest to zero = smallest mean |actual - target|, and the smallest spread, in both
+    classes. The claim is decided on the completed jobs, what the paper's Fig. 4 plots; the
+    same over every job (one not completed charged the run's end, so that a scheme does not
+    look punctual by leaving its late jobs unfinished) is a check of its own beside."""
     parts: list[str] = []
     for cls in _CLASSES:
         parts.append(
             f"{cls}: "
             + ", ".join(
-                f"{n} {_fmt(stats[n][cls]['all_mean'])}±{_fmt(stats[n][cls]['all_std'])} "
-                f"(completed only {_fmt(stats[n][cls]['mean'])}±{_fmt(stats[n][cls]['std'])}; "
+                f"{n} {_fmt(stats[n][cls]['mean'])}±{_fmt(stats[n][cls]['std'])} "
+                f"(every job {_fmt(stats[n][cls]['all_mean'])}±{_fmt(stats[n][cls]['all_std'])}; "
                 f"{stats[n][cls]['completed']} done, {stats[n][cls]['not_completed']} not)"
                 for n in stats
             )
         )
+    table = "; ".join(parts)
+    completed = per_algorithm(
+        H2_NAME,
+        "slots over the completed jobs (the paper's Fig. 4), mean±std over seeds; " + table,
+        _closest(names, stats, "mean_abs", "std"),
+        PAPER,
+        ADDITIONS,
+    )
+    every = per_algorithm(
+        H2_ALL_NAME,
+        "slots over every job, mean±std over seeds; " + table,
+        _closest(names, stats, "all_mean_abs", "all_std"),
+        PAPER,
+        ADDITIONS,
+    )
+    return [*completed, *every]
+
+
+def _closest(names: Sequence[str], stats: dict[str, Any], size: str, spread: str) -> list[str]:
+    """The OASiS schemes whose ``size`` (mean |miss|) and ``spread`` (std) are at most every
+    baseline's, in both classes."""
+    oasis = [n for n in names if n in OASIS_VARIANTS and n in stats]
+    base = [n for n in names if n not in OASIS_VARIANTS and n in stats]
+    held: list[str] = []
     for o in oasis:
         ok = True
         for cls in _CLASSES:
             mine = stats[o][cls]
-            if mine["all_mean_abs"] is None:
+            if mine[size] is None:
                 ok = False
                 continue
             for b in base:
                 other = stats[b][cls]
-                if other["all_mean_abs"] is None:
+                if other[size] is None:
                     continue
-                if (
-                    mine["all_mean_abs"] > other["all_mean_abs"]
-                    or mine["all_std"] > other["all_std"]
-                ):
+                if mine[size] > other[size] or mine[spread] > other[spread]:
                     ok = False
         if ok:
             held.append(o)
-    return per_algorithm(
-        "H2: OASiS's completion time minus target is closest to 0 with the smallest spread, "
-        "in both classes",
-        "slots over every job (one not completed charged the run's end), mean±std over seeds; "
-        + "; ".join(parts),
-        held,
-        PAPER,
-        ADDITIONS,
-    )
+    return held

@@ -24,10 +24,11 @@ from mlsched.experiments.pool import Runner
 
 
 # H1 ---------------------------------------------------------------------------------------
-def _h1_one(item: tuple[int, int, str, str, dict[str, Any], int, int]) -> Summary | Failure:
-    n_jobs, seed, name, policy, options, horizon, servers = item
+def _h1_one(item: tuple[int, int, str, str, dict[str, Any], int, int, str]) -> Summary | Failure:
+    n_jobs, seed, name, policy, options, horizon, servers, cost = item
     workload = _workload(seed, n_jobs, horizon, servers)
-    outcome = _run(workload, name, policy, options, seed, {"part": "h1", "jobs": n_jobs})
+    ctx = {"part": "h1", "jobs": n_jobs, "cost": cost}
+    outcome = _run(workload, name, policy, options, seed, ctx, cost)
     return outcome if isinstance(outcome, Failure) else summarize(outcome)
 
 
@@ -39,9 +40,11 @@ def _h1(
     runner: Runner,
     advance: Callable[[int], None],
     failures: list[Failure],
+    cost: str = "paper",
 ) -> tuple[dict[tuple[str, int], list[Summary]], list[dict[str, Any]]]:
+    """Every scheme at every point and seed, charging ``cost``'s restart cost."""
     items = [
-        (n_jobs, seed, name, policy, options, s.horizon, s.servers)
+        (n_jobs, seed, name, policy, options, s.horizon, s.servers, cost)
         for n_jobs in points
         for seed in range(seeds)
         for name, policy, options in schemes
@@ -62,6 +65,8 @@ def _h1(
                 "total_utility": outcome.total_utility,
                 "admitted": outcome.admitted,
                 "completed": outcome.completed,
+                "restarts": outcome.restarts,
+                "cost": cost,
                 "wall_seconds": outcome.wall_seconds,
             }
         )

@@ -12,7 +12,10 @@ worker and a PS half, spec 000 §5.2 item 4):
 * **ratio** (Fig. 10, check 4): OPT / PD-ORS on tiny instances, OPT the MILP of
   :mod:`mlsched.scheduler.offline.pdors_optimum` under a time limit.
 * **rounding** (Fig. 11, check 5): utility of PD-ORS with EXT solved exactly over its
-  utility with LP rounding at each G_delta (A30).
+  utility with LP rounding at each G_delta (A30), at the paper's H = 100 and I = 50, a
+  draw that breaks the cover constraint accepted when none covers (as the paper does).
+* **machines** (Fig. 6): total utility vs the number of machines H at the utility part's
+  default job count for PD-ORS, FIFO, DRF and Dorm (the utility part's H reused).
 * **mix** (Figs. 14-17, check 6): PD-ORS's gain over OASiS with the 10/55/35 and the
   30/69/1 job mixes.
 
@@ -32,6 +35,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlsched.engine.builder import Failure
 from mlsched.experiments.base import (
     Check,
@@ -40,8 +45,11 @@ from mlsched.experiments.base import (
     mean_summary,
     register_experiment,
 )
+from mlsched.experiments.costs import cluster_check
 from mlsched.experiments.pdors.checks import (
+    MACHINE_BASELINES,
     check_gain_grows,
+    check_machines,
     check_median,
     check_mix,
     check_ratio,
@@ -51,10 +59,11 @@ from mlsched.experiments.pdors.checks import (
     with_variants,
 )
 from mlsched.experiments.pdors.common import (
+    COSTS,
     MIXES,
     PAPER,
     PDORS,
-    RESTART,
+    ROUNDING_COVER,
     SCALE_SETTINGS,
     Item,
     PdorsScale,
@@ -76,6 +85,13 @@ def _items(s: PdorsScale, seeds: int) -> list[Item]:
         for seed in range(seeds)
         for name, scheme in all_schemes.items()
     ]
+    items += [
+        Item("machines", seed, s.default_jobs, h, s.horizon, name, all_schemes[name])
+        for h in s.machines
+        if h != s.servers
+        for seed in range(seeds)
+        for name in (*PDORS, *MACHINE_BASELINES)
+    ]
     jobs, servers, horizon = s.median_point
     items += [
         Item("median", seed, jobs, servers, horizon, name, scheme)
@@ -85,7 +101,16 @@ def _items(s: PdorsScale, seeds: int) -> list[Item]:
     jobs, servers, horizon = s.rounding_point
     pd = all_schemes[PAPER]  # the paper's algorithm: check 5 is its claim
     items += [
-        Item("rounding", seed, jobs, servers, horizon, f"g={g:g}", pd, extra=(("g_delta", g),))
+        Item(
+            "rounding",
+            seed,
+            jobs,
+            servers,
+            horizon,
+            f"g={g:g}",
+            pd,
+            extra=(("g_delta", g), ("cover", ROUNDING_COVER)),
+        )
         for seed in range(seeds)
         for g in s.gains
     ]
@@ -99,6 +124,13 @@ def _items(s: PdorsScale, seeds: int) -> list[Item]:
         for seed in range(seeds)
         for mix in MIXES
         for name in (*PDORS, "oasis")
+    ]
+    # Claims 2 and 6 (PD-ORS against OASiS) again with a cluster's restart cost: the same
+    # runs, charged. Not 1 and 3: Dorm's MILPs are most of the experiment's time.
+    items += [
+        dataclasses.replace(i, part=f"cluster-{i.part}", cost="cluster")
+        for i in items
+        if i.part in ("utility", "mix") and i.name in (PAPER, "oasis")
     ]
     return items
 
@@ -121,7 +153,7 @@ def _run_all(
     "spec 000 Figs. 7-11, 14-17: PD-ORS vs OASiS/FIFO/DRF/Dorm, median training time, "
     "OPT ratio, rounding gain, job mix",
     default_seeds=8,
-    restart=RESTART,
+    costs=COSTS,
 )
 def run_pdors(
     *, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory
@@ -143,13 +175,21 @@ def run_pdors(
     }
     median = [r for r in records if r["part"] == "median"]
     mix = [r for r in records if r["part"] == "mix"]
+    machines = [r for r in records if r["part"] == "machines"]
+    machines += [r for r in default if r["scheme"] in (*PDORS, *MACHINE_BASELINES)]
     checks: list[Check] = [
         *with_variants(lambda p: check_utility(utility, names, p)),
         *with_variants(lambda p: check_gain_grows(utility, p)),
+        *with_variants(lambda p: check_machines(machines, p)),
         *with_variants(lambda p: check_median(median, names, p)),
         check_ratio(ratio),
         check_rounding([r for r in records if r["part"] == "rounding"], s.gains),
         *with_variants(lambda p: check_mix(mix, p)),
+        # The paper's PD-ORS against OASiS with a cluster's restart cost (the paper's: free).
+        *(
+            dataclasses.replace(c, name=cluster_check(c.name))
+            for c in _checks_of(records, names, "cluster-")
+        ),
         check_no_failures(failures),
     ]
     paths = plots(out_dir, s, records, ratio, names)
@@ -161,12 +201,34 @@ def run_pdors(
             for n, x in schemes().items()
         },
         "default_point": {"jobs": s.default_jobs, "servers": s.servers, "horizon": s.horizon},
+        "restarts": _restarts(records),
         "settings": dataclasses.asdict(s),
         "runs": records,
         "ratio": ratio,
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
     }
+
+
+def _checks_of(records: list[dict[str, Any]], names: list[str], prefix: str) -> list[Check]:
+    """Checks 2 and 6 for the paper's PD-ORS on the parts named ``prefix + part``."""
+
+    def part(name: str) -> list[dict[str, Any]]:
+        return [r for r in records if r["part"] == prefix + name]
+
+    return [check_gain_grows(part("utility"), PAPER), check_mix(part("mix"), PAPER)]
+
+
+def _restarts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean restarts per run of each scheme, under each cost (the utility sweep's runs)."""
+    out: dict[str, Any] = {}
+    for part in ("utility", "cluster-utility"):
+        rows = [r for r in records if r["part"] == part]
+        out[part] = {
+            n: float(np.mean([r["restarts"] for r in rows if r["scheme"] == n]))
+            for n in sorted({r["scheme"] for r in rows})
+        }
+    return out
 
 
 #: Besides every metric of the run summary: the median training times of A27.

@@ -100,6 +100,45 @@ def check_gain_grows(records: Records, primary: str = PAPER) -> Check:
     )
 
 
+#: Fig. 6's baselines (OASiS is Fig. 8's).
+MACHINE_BASELINES = ("fifo", "drf", "dorm")
+
+
+def machine_sweep(records: Records, names: Sequence[str]) -> dict[str, Any]:
+    """Per scheme, mean and std of total utility at each number of machines H."""
+    points = sorted({int(r["servers"]) for r in records})
+    per: dict[str, Any] = {}
+    for name in names:
+        rows = [[r["total_utility"] for r in records if r["scheme"] == name
+                 and r["servers"] == h] for h in points]  # fmt: skip
+        per[name] = {"mean": [_mean(v) for v in rows], "std": [_std(v) for v in rows]}
+    return {"x": "servers", "values": points, "total_utility": per}
+
+
+def check_machines(records: Records, primary: str = PAPER) -> Check:
+    """Fig. 6: PD-ORS earns more than FIFO, DRF and Dorm at every number of machines, and
+    its gain over the best of them is larger at the most machines than at the fewest."""
+    sweep = machine_sweep(records, (primary, *MACHINE_BASELINES))
+    util = sweep["total_utility"]
+    gains: list[float | None] = []
+    for i in range(len(sweep["values"])):
+        mine = util[primary]["mean"][i]
+        best = [util[b]["mean"][i] for b in MACHINE_BASELINES if util[b]["mean"][i] is not None]
+        gains.append(None if mine is None or not best else mine - max(best))
+    known = [g for g in gains if g is not None]
+    ok = len(known) == len(gains) > 1 and all(g > 0 for g in known) and known[-1] > known[0]
+    table = "; ".join(
+        f"{n}: " + " / ".join(_fmt(v, ".0f") for v in util[n]["mean"])
+        for n in (primary, *MACHINE_BASELINES)
+    )
+    return Check(
+        "Fig. 6: PD-ORS earns the most at every number of machines and its gain grows with H",
+        bool(ok),
+        f"H {sweep['values']} (mean utility over seeds); {table}; PD-ORS - best baseline = "
+        + " / ".join(_fmt(g, "+.0f") for g in gains),
+    )
+
+
 def check_median(records: Records, names: Sequence[str], primary: str = PAPER) -> Check:
     """3. PD-ORS has the lowest median training time (Fig. 9)."""
     feasible = {n: mean_by(records, n, ["median_training_slots_feasible"]) for n in names}

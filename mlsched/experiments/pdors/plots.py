@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.experiments.pdors.checks import (
+    machine_sweep,
     mix_gains,
     ratio_rows,
     rounding_ratios,
@@ -47,6 +48,26 @@ def plots(
                 xlabel="number of jobs",
                 ylabel="total utility",
                 title=f"Figs. 7-8: total utility, H={s.servers}, T={s.horizon}",
+            )
+        )
+    machines = part("machines") + [
+        r for r in part("utility") if r["jobs"] == s.default_jobs and r["servers"] == s.servers
+    ]
+    if part("machines"):
+        shown = [n for n in names if n in {r["scheme"] for r in part("machines")}]
+        by_h = machine_sweep(machines, shown)
+        series = {
+            n: ([_nan(v) for v in d["mean"]], [_nan(v) if v is not None else 0.0 for v in d["std"]])
+            for n, d in by_h["total_utility"].items()
+        }
+        paths.append(
+            plot_lines(
+                out_dir / "fig6_utility_vs_machines.png",
+                by_h["values"],
+                series,
+                xlabel="number of machines H",
+                ylabel="total utility",
+                title=f"Fig. 6: total utility, {s.default_jobs} jobs, T={s.horizon}",
             )
         )
     median = part("median")

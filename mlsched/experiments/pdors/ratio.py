@@ -8,7 +8,7 @@ from typing import Any
 
 from mlsched.engine.builder import Failure, SimulationConfig, try_simulate
 from mlsched.engine.summary import summarize
-from mlsched.experiments.pdors.common import PAPER, RESTART, PdorsScale, schemes, workload
+from mlsched.experiments.pdors.common import COSTS, PAPER, PdorsScale, schemes, workload
 from mlsched.experiments.pool import Runner
 from mlsched.perfmodel.estimator import RuntimeEstimator
 from mlsched.scheduler.offline import pdors_optimum
@@ -46,7 +46,10 @@ def _one(item: RatioItem) -> dict[str, Any] | Failure:
     outcome = try_simulate(
         w,
         SimulationConfig(
-            scheme.policy, seed=item.seed, policy_options=scheme.options, truth=RESTART.truth
+            scheme.policy,
+            seed=item.seed,
+            policy_options=scheme.options,
+            truth=COSTS.paper.truth(w.slot_seconds),
         ),
         context={"part": "ratio", "servers": item.servers},
     )

@@ -24,12 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, fits_alone
-from mlsched.scheduler.gadget.problem import NEGLIGIBLE_GAIN, SlotProblem
+from mlsched.scheduler.gadget.problem import SlotProblem
 from mlsched.scheduler.solvers import solve_lp
 
 __all__ = ["ConfigSolution", "solve_config_lp"]
 
-_REDUCED_COST_TOL = NEGLIGIBLE_GAIN
+#: A column prices out when its reduced cost exceeds this share of the problem's largest
+#: gain: the solver's precision, not a floor on gains. :mod:`.tiers` gives each LP gains
+#: within :data:`~.tiers.TIER_SPAN` of its largest, so every positive gain can enter.
+_REDUCED_COST_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ def _price_all(
     positive reduced cost (the Lagrangian gap), or None when no column was added."""
     added = False
     total = 0.0
+    scale = max((max(problem.jobs[j].gains, default=0.0) for j in jobs), default=0.0)
     for row, j in enumerate(jobs):
         job_best = 0.0
         job = problem.jobs[j]
@@ -146,7 +150,7 @@ def _price_all(
                 continue
             cost, e = entry
             reduced = job.gain(k) - lam[row] - cost
-            positive = reduced > _REDUCED_COST_TOL * max(1.0, job.gain(k))
+            positive = reduced > _REDUCED_COST_TOL * scale
             if positive:
                 job_best = max(job_best, reduced)
             if (seed or positive) and add(e):

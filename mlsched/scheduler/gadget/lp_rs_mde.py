@@ -39,13 +39,13 @@ def everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
     for i, job in enumerate(jobs):
         sizes = [k for k in range(1, job.max_ring + 1) if job.worth(k)]
         if sizes:
-            best = max(job.gain(k) for k in sizes)
-            wanted.append((best, i, next(k for k in sizes if job.gain(k) == best)))
+            best = max(job.log_gain(k) for k in sizes)
+            wanted.append((best, i, next(k for k in sizes if job.log_gain(k) == best)))
     used, link_used = np.zeros_like(problem.capacity, dtype=float), np.zeros(len(problem.links))
     residual = problem
     placements: dict[str, Placement] = {}
     value = 0.0
-    for gain, i, k in sorted(wanted, key=lambda t: (-t[0], t[1])):
+    for _, i, k in sorted(wanted, key=lambda t: (-t[0], t[1])):
         cap = residual.capacity
         spread = np.divide(1.0, cap, out=np.zeros_like(cap, dtype=float), where=cap > 0)
         found = cheapest(residual, i, spread, np.zeros(len(problem.links)), k)[k - 1]
@@ -59,7 +59,7 @@ def everyone_at_best(problem: SlotProblem) -> SlotSolution | None:
             link_used[link] += job.hop_gbps
         residual = problem.minus(used, link_used)
         placements[job.job_id] = e.placement()
-        value += gain
+        value += job.gain(k)
     chosen = {jobs[i].job_id: k for _, i, k in wanted}
     return SlotSolution(placements, value, value, value, chosen, 0, True, 0, 0)
 

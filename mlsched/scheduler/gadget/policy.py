@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from mlsched.scheduler.gadget.embeddings import Embedding, cheapest, embedding_o
 from mlsched.scheduler.gadget.lp_rs_mde import everyone_at_best, lp_rs_mde
 from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
 from mlsched.scheduler.gadget.rounding import Ledger
+from mlsched.scheduler.gadget.tiers import solve_in_tiers
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.rate_memo import RateMemo
 from mlsched.scheduler.view import ClusterView, JobView, RunContext
@@ -136,17 +138,20 @@ class GadgetPolicy(Policy):
         rng = np.random.default_rng((seed, slot))
         solution = everyone_at_best(problem)
         if solution is None:
-            # Spec 003 §3.6: the LP takes at most max_lp_jobs jobs, those of the largest
-            # gains (the rest may still take idle capacity); its size, not the cluster's,
-            # sets the time of a contended slot.
-            ranked = sorted(ring_jobs, key=lambda j: (-max(j.gains, default=0.0), j.job_id))
-            solution = lp_rs_mde(
-                SlotProblem.full(view.cluster, ranked[: self.max_lp_jobs]),
-                rng,
-                trials=self.trials,
-                strict=True,
-                alpha_v=self.alpha_v,
-                fill=self.fill,
+            # In tiers of gain magnitude, so that the smallest positive gains count too;
+            # spec 003 §3.6: an LP takes at most max_lp_jobs jobs, those of the largest
+            # gains: its size, not the cluster's, sets the time of a contended slot.
+            solution = solve_in_tiers(
+                problem,
+                lambda tier: lp_rs_mde(
+                    tier,
+                    rng,
+                    trials=self.trials,
+                    strict=True,
+                    alpha_v=self.alpha_v,
+                    fill=self.fill,
+                ),
+                max_jobs=self.max_lp_jobs,
             )
         placements = keep_previous(problem, solution.placements, view)
         if self.idle_fill:
@@ -178,22 +183,28 @@ class GadgetPolicy(Policy):
         cap = min(job.worker_cap, room)
         if cap < job.min_workers:
             return None
-        done, total = view_job.progress, job.total_work
-        mu = _progress_utility(job)
-        base = mu(min(done, total))
-        gains: list[float] = []
+        done, total = min(view_job.progress, job.total_work), job.total_work
+        log_gain = _log_gain(job)
+        logs: list[float] = []
         rates = self._rates.of(job, view)
         for k in range(1, cap + 1):
             rate = rates.get(k)
             if rate is None:
                 rate = rates[k] = self._rate(k, job, hosts, view)
-            gain = mu(min(done + rate, total)) - base if k >= job.min_workers else 0.0
-            gains.append(max(gain, 0.0))
+            reach = min(done + rate, total)
+            logs.append(log_gain(done, reach) if k >= job.min_workers else -math.inf)
             if done + rate >= total:  # k workers finish it: more add nothing (A7)
                 break
         demand = view.cluster.demand_array(job.worker_demand(None))
+        gains = tuple(math.exp(g) if g > -math.inf else 0.0 for g in logs)
         return RingJob(
-            job.job_id, tuple(gains), demand, job.hop_gbps or 0.0, hosts, job.min_workers
+            job.job_id,
+            gains,
+            demand,
+            job.hop_gbps or 0.0,
+            hosts,
+            job.min_workers,
+            log_gains=tuple(logs),
         )
 
     def _rate(self, k: int, job: JobSpec, hosts: tuple[int, ...], view: ClusterView) -> float:
@@ -300,10 +311,16 @@ def _representative(k: int, hosts: tuple[int, ...], view: ClusterView) -> Placem
     return Placement(((first, k - 1), (other, 1)), ring=(first, other))
 
 
-def _progress_utility(job: JobSpec) -> Any:
+def _log_gain(job: JobSpec) -> Callable[[float, float], float]:
+    """(a, b) -> ln(mu(b) - mu(a)), the job's progress utility's increment, computed so
+    that no positive gain underflows to 0 (:meth:`Utility.log_increment`)."""
     u = job.utility
     if u.over_progress:
-        return u
+        return u.log_increment
     total = job.total_work
     scale = u.max_value if math.isfinite(u.max_value) and u.max_value > 0 else 1.0
-    return lambda x: scale * x / total
+
+    def linear(a: float, b: float) -> float:
+        return math.log(scale * (b - a) / total) if b > a else -math.inf
+
+    return linear

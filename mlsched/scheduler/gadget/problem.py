@@ -10,6 +10,8 @@ the tests share this one description.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,12 +23,14 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.links import Links
 from mlsched.perfmodel.paths import ring_order
 
-__all__ = ["NEGLIGIBLE_GAIN", "RingJob", "SlotProblem"]
+__all__ = ["RingJob", "SlotProblem", "log_gains_of"]
 
 _TOLERANCE = 1e-6
-#: A gain below this is no reason to place a ring (a saturated sigmoid's increments are
-#: ~1e-15): the LP's pricing tolerance, so that the LP and its shortcut agree.
-NEGLIGIBLE_GAIN = 1e-7
+
+
+def log_gains_of(gains: Sequence[float]) -> tuple[float, ...]:
+    """ln of each gain, -inf where it is not positive."""
+    return tuple(math.log(g) if g > 0 else -math.inf for g in gains)
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,12 @@ class RingJob:
     """One active job in one slot: ``gains[k - 1]`` is pi_{i,k}, what k workers this slot
     add to its utility (non-decreasing in k; its length is q_i); ``demand`` one worker's
     resources over the cluster's resource order; ``hosts`` the servers that may hold its
-    workers (pool, GPU type, and room for one worker)."""
+    workers (pool, GPU type, and room for one worker).
+
+    ``log_gains`` are the same gains' logarithms, exact where a gain underflows to 0.0 in
+    double precision (a sigmoid far below its rise; spec 003's objective counts every
+    positive gain): they rank the jobs, decide which rings are worth placing, and rescale
+    the gains of :mod:`.tiers`. Left empty, they are the logarithms of ``gains``."""
 
     job_id: str
     gains: tuple[float, ...]
@@ -43,6 +52,14 @@ class RingJob:
     hosts: tuple[int, ...]
     #: Fewest workers it may run (its ``min_workers``); smaller rings gain nothing.
     min_ring: int = 1
+    log_gains: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.log_gains:
+            object.__setattr__(self, "log_gains", log_gains_of(self.gains))
+        elif len(self.log_gains) != len(self.gains):
+            raise ValueError(f"{self.job_id}: {len(self.log_gains)} log gains for "
+                             f"{len(self.gains)} gains")  # fmt: skip
 
     @cached_property
     def host_array(self) -> np.ndarray:
@@ -55,9 +72,25 @@ class RingJob:
     def gain(self, k: int) -> float:
         return self.gains[k - 1] if 1 <= k <= len(self.gains) else 0.0
 
+    def log_gain(self, k: int) -> float:
+        return self.log_gains[k - 1] if 1 <= k <= len(self.log_gains) else -math.inf
+
+    @cached_property
+    def best_log_gain(self) -> float:
+        """The largest of its sizes' log gains (-inf: no ring is worth anything)."""
+        sizes = range(self.min_ring, self.max_ring + 1)
+        return max((self.log_gain(k) for k in sizes), default=-math.inf)
+
     def worth(self, k: int) -> bool:
-        """Whether a ring of k workers is worth placing for its gain."""
-        return k >= self.min_ring and self.gain(k) > NEGLIGIBLE_GAIN
+        """Whether a ring of k workers is worth placing: it may run, and its gain is
+        positive, however small."""
+        return k >= self.min_ring and self.log_gain(k) > -math.inf
+
+    def rescaled(self, log_offset: float) -> RingJob:
+        """The same job with every gain divided by e^log_offset (computed from the logs)."""
+        logs = tuple(g - log_offset for g in self.log_gains)
+        gains = tuple(math.exp(g) if g > -math.inf else 0.0 for g in logs)
+        return dataclasses.replace(self, gains=gains, log_gains=logs)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,12 @@ from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.rate_memo import RateMemo
 from mlsched.scheduler.view import CapacityLedger, ClusterView, RunContext
 
-__all__ = ["DEFAULT_ALPHA", "HeteroPolicy", "RoundRecord", "round_slot"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_F", "HeteroPolicy", "RoundRecord", "round_slot"]
 
 #: The paper's practical alpha ("close to 4 in simulations", [AMB-2]).
 DEFAULT_ALPHA = 4
+#: F of lambda = 2 T H R F + 1 (the policy's default).
+DEFAULT_F = 10.0
 #: T of lambda when the run has no horizon (the paper's default horizon).
 DEFAULT_PRICE_HORIZON = 150
 
@@ -100,7 +102,7 @@ class HeteroPolicy(Policy):
         compact_offsets: bool = False,
         tie_break: str = "spec",
         order: str = "arrival",
-        f: float = 10.0,
+        f: float = DEFAULT_F,
         horizon: int | None = None,
         **options: Any,
     ) -> None:

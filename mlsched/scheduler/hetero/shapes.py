@@ -10,6 +10,7 @@ kept, since a larger one uses more of the same window.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -95,6 +96,38 @@ class JobShapes:
         )
         out.shapes = _enumerate(job, view, wt, pt, work, usable, {} if rates is None else rates)
         return out
+
+    def fixed(
+        self,
+        view: ClusterView,
+        work: float,
+        usable: int,
+        worker_type: str | None,
+        ps_type: str | None,
+        count: int,
+    ) -> JobShapes:
+        """The same job held to one configuration (``worker_type``, ``ps_type``, ``count``
+        workers: Jain et al.'s jobs come with theirs), co-located or not: its shapes of
+        that configuration only, each as long as ``count`` workers take, within
+        ``usable`` slots. None of them when the job offers neither type."""
+        if worker_type not in self.worker_types or ps_type not in self.ps_types:
+            return dataclasses.replace(self, shapes=[], _dist_possible={})
+        m, p = self.worker_types.index(worker_type), self.ps_types.index(ps_type)
+        n = max(self.job.min_workers, min(count, self.job.worker_cap))
+        cases = ("ps_central", "ps_dist") if self.job.uses_ps else ("ra_central", "ra_dist")
+        shapes: list[Shape] = []
+        a, b = 0, min(1, len(view.cluster) - 1)
+        for case in cases:
+            if (not case.endswith("central") and len(view.cluster) < 2) or (
+                case == "ra_dist" and n == 1
+            ):
+                continue
+            rate = _rate(self.job, view, case, worker_type, ps_type, n, a, b)
+            if rate > 0 and math.isfinite(rate):
+                length = max(1, math.ceil(work / rate - 1e-9))
+                if length <= usable:
+                    shapes.append(Shape(case, m, p, n, length, 0))
+        return dataclasses.replace(self, shapes=shapes, _dist_possible={})
 
     def ps_needed(self, remote: int, total: int, p: int, m: int) -> int:
         """PSs to cover ``remote`` workers' bandwidth ((2i)) and the job's worker:PS

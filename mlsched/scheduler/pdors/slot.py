@@ -65,6 +65,10 @@ def _check_gain_args(delta: float, w: float, m: int) -> None:
         raise ValueError(f"the row count must be >= 1, got {m!r}")
 
 
+#: What a rounded draw that breaks a cover row becomes (:class:`Rounding`).
+COVER_RULES = ("redraw", "accept")
+
+
 @dataclass(frozen=True)
 class Rounding:
     """How the external case is solved: LP + randomised rounding (the paper) or exactly."""
@@ -74,6 +78,11 @@ class Rounding:
     max_attempts: int = 5000
     exact: bool = False  # solve EXT as a MILP (reference for the rounding ratio)
     time_limit_s: float = 5.0  # per MILP, exact only
+    #: A draw that breaks a cover row (fewer workers than D, or PSs than ceil(D / gamma)):
+    #: ``redraw`` it (A14), or ``accept`` it when no draw covers, as the paper does in
+    #: practice ("the violation of the cover constraint in one iteration may be
+    #: acceptable", §6): the one doing the most work, at least one worker and one PS.
+    cover: str = "redraw"
 
     def __post_init__(self) -> None:
         if not (self.gain > 0 and math.isfinite(self.gain)):
@@ -84,6 +93,8 @@ class Rounding:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not (self.time_limit_s > 0 and math.isfinite(self.time_limit_s)):
             raise ValueError(f"time_limit_s must be a finite number > 0, got {self.time_limit_s!r}")
+        if self.cover not in COVER_RULES:
+            raise ValueError(f"cover must be one of {', '.join(COVER_RULES)}, got {self.cover!r}")
 
 
 @dataclass(frozen=True)
@@ -299,7 +310,7 @@ class SlotPricer:
         base = np.floor(target + _EPS)
         frac = np.clip(target - base, 0.0, 1.0)
         frac[frac < _EPS] = 0.0
-        check = _Feasibility(self, servers, d, need_s)
+        check = _Feasibility(self, servers, d, need_s, cover=rounding.cover == "redraw")
         if not frac.any():  # an integral point: every draw is this one
             return self._choice(servers, base) if check(base[None])[0] else None
         cost = np.concatenate([self._w_cost[servers], self._s_cost[servers]])
@@ -313,7 +324,14 @@ class SlotPricer:
             found.extend(ok[: rounding.rounds - len(found)])
         if not found:
             return None
-        best = found[int(np.argmin(np.asarray(found) @ cost))]  # the first cheapest
+        pool = np.asarray(found)
+        covers = check.covers(pool)
+        if covers.any():
+            pool = pool[covers]
+        else:  # only cover violations (``cover="accept"``): the most work, then the cheapest
+            work = pool[:, :k].sum(axis=1)
+            pool = pool[work == work.max()]
+        best = pool[int(np.argmin(pool @ cost))]  # the first cheapest
         return self._choice(servers, best)
 
     def _choice(self, servers: np.ndarray, x: np.ndarray) -> SlotChoice:
@@ -520,9 +538,12 @@ class _Classes:
 
 class _Feasibility:
     """Checks rounded draws per server: alpha w + beta s <= free for every used resource,
-    then sum w <= F, sum w >= D and sum s >= ceil(D / gamma)."""
+    then sum w <= F, and the cover rows sum w >= D and sum s >= ceil(D / gamma); with
+    ``cover`` off, only at least one worker (and one PS where the job needs PSs)."""
 
-    def __init__(self, pricer: SlotPricer, servers: np.ndarray, d: int, need_s: int) -> None:
+    def __init__(
+        self, pricer: SlotPricer, servers: np.ndarray, d: int, need_s: int, *, cover: bool = True
+    ) -> None:
         n = pricer.needs
         used = np.flatnonzero((n.alpha + n.beta) > 0)
         self.k = len(servers)
@@ -530,14 +551,23 @@ class _Feasibility:
         self.alpha = n.alpha[used]
         self.beta = n.beta[used]
         self.cap, self.d, self.need_s = n.cap, d, need_s
+        self.cover = cover
+
+    def covers(self, x: np.ndarray) -> np.ndarray:
+        """Rows of ``x`` that meet both cover rows."""
+        w, s = x[:, : self.k], x[:, self.k :]
+        return (w.sum(axis=1) >= self.d - 1e-6) & (s.sum(axis=1) >= self.need_s - 1e-6)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Rows of ``x`` (draws x (workers..., PSs...)) that satisfy every constraint."""
         w, s = x[:, : self.k], x[:, self.k :]
         total = w.sum(axis=1)
-        ok = (total <= self.cap + 1e-6) & (total >= self.d - 1e-6)
-        ok &= s.sum(axis=1) >= self.need_s - 1e-6
-        rows = np.flatnonzero(ok)  # the packing rows only for draws that cover
+        ok = total <= self.cap + 1e-6
+        if self.cover:
+            ok &= self.covers(x)
+        else:
+            ok &= (total >= 1 - 1e-6) & (s.sum(axis=1) >= min(1, self.need_s) - 1e-6)
+        rows = np.flatnonzero(ok)  # the packing rows only for draws that pass the rest
         if rows.size:
             load = w[rows, :, None] * self.alpha + s[rows, :, None] * self.beta
             ok[rows] = np.all(load <= self.free, axis=(1, 2))

@@ -71,17 +71,18 @@ def run_batch(item: BatchItem) -> dict[str, Any]:
     )
     batch = inputs.batch
     by_maxweight = maxweight(order_jobs(batch, "density"), inputs.grid, "spec")
+    record: dict[str, Any] = {
+        "part": item.part,
+        "seed": item.seed,
+        "jobs": item.jobs,
+        "f": item.f,
+        "capacity": capacity,
+        "servers": len(w.cluster.servers),
+        "offered_weight": float(sum(js.job.weight for js in batch)),
+        "maxweight": scheduled_weight(batch, by_maxweight),
+    }
     if item.part == "sweep":
-        return {
-            "part": item.part,
-            "seed": item.seed,
-            "jobs": item.jobs,
-            "f": item.f,
-            "capacity": capacity,
-            "servers": len(w.cluster.servers),
-            "offered_weight": float(sum(js.job.weight for js in batch)),
-            "maxweight": scheduled_weight(batch, by_maxweight),
-        }
+        return record
     by_arrival = maxweight(order_jobs(batch, "arrival"), inputs.grid, "spec")
     # Jain et al.'s jobs come with a fixed configuration: each job's ideal (AMB-13), not
     # A_maxweight's free choice of types and counts.
@@ -89,18 +90,11 @@ def run_batch(item: BatchItem) -> dict[str, Any]:
     by_greedy = greedy_rtl([js for js in fixed if js.shapes], inputs.grid)
     by_greedy_free = greedy_rtl(batch, inputs.grid)
     return {
-        "part": item.part,
-        "seed": item.seed,
-        "jobs": item.jobs,
-        "f": item.f,
-        "capacity": capacity,
+        **record,
         "window_slots": inputs.usable,
-        "offered_weight": float(sum(js.job.weight for js in batch)),
         "fits_window": len(batch),
-        "maxweight": scheduled_weight(batch, by_maxweight),
         "maxweight_jobs": len(by_maxweight),
         "maxweight_arrival": scheduled_weight(batch, by_arrival),
-        "servers": len(w.cluster.servers),
         "greedy": scheduled_weight(batch, by_greedy),
         "greedy_jobs": len(by_greedy),
         # The greedy given A_maxweight's choice of types and counts (an easier baseline).

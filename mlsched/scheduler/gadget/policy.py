@@ -5,12 +5,13 @@ engine measures them), its rate R_i(k) per slot with k workers from the runtime 
 conservative zeta_i(k) of (E2): a ring split across two servers, hops at the job's
 reservation b_i), q_i = the fewest workers that finish its budget in this slot, capped by its
 ``max_workers`` and by what the cluster holds, and the gains
-pi[i, k] = mu_i(min(P_i + R_i(k), F_i)) - mu_i(P_i) (utility clipped at the budget F_i, A7).
-LP-RS-MDE (:mod:`.lp_rs_mde`, strict mode: the engine refuses any over-allocation) embeds
-the rings on the whole cluster. A job given as many workers as last slot keeps last slot's
-servers when they still fit (no restart for nothing, A21); with ``idle_fill`` (default)
-jobs left out take what is left idle (a job whose sigmoid has saturated, worth nothing
-more to the objective, still finishes); the others pause. Nothing persists between slots: the
+pi[i, k] = mu_i(min(P_i + R_i(k), F_i)) - mu_i(P_i) (utility clipped at the budget F_i, A7),
+as logarithms so that none underflows to 0. LP-RS-MDE (:mod:`.lp_rs_mde`, strict mode: the
+engine refuses any over-allocation) embeds the rings on the whole cluster, in tiers of gain
+magnitude (:mod:`.tiers`) so that every positive gain counts. A job given as many workers
+as last slot keeps last slot's servers when they still fit (no restart for nothing, A21);
+with ``idle_fill`` (default) jobs left out take what is left idle (only a job that gains
+nothing at all is left out with room to spare); the others pause. Nothing persists between slots: the
 next slot is planned anew from the measured progress ("measured" mode of §3.2).
 
 Jobs whose utility is over completion time (every other spec's) are valued by progress
@@ -276,10 +277,10 @@ def keep_previous(
 def idle_fill(
     problem: SlotProblem, placements: dict[str, Placement], order: list[int] | None = None
 ) -> dict[str, Placement]:
-    """Jobs left out (their utility saturated, or too far from its rise to gain this slot)
-    take what the slot leaves idle, in ``order`` (default: the problem's), each the largest
-    ring that fits: no placed job loses anything, and a job whose utility is flat still
-    finishes its work."""
+    """Jobs left out take what the slot leaves idle, in ``order`` (default: the problem's),
+    each the largest ring that fits: no placed job loses anything. Every positive gain has
+    a ring already (:mod:`.tiers`), so what is left out here gains nothing at all (a
+    utility that never rises) or did not fit."""
     residual = problem.minus(*problem.loads(placements))
     out = dict(placements)
     cap = residual.capacity

@@ -247,8 +247,7 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
     )
     policy, options = SCHEMES[item.scheme]
     recorder = _Recorder(w)
-    cost = COSTS.paper if item.cost == "paper" else COSTS.cluster
-    assert cost is not None
+    cost = COSTS.of(item.cost)
     outcome = try_simulate(
         w,
         SimulationConfig(

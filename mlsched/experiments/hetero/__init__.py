@@ -90,14 +90,7 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
         for arch, c in cells
         for seed in range(seeds)
     ]
-    items += [
-        Item("alpha", arch, s.default_capacity, seed, f"{PRIMARY}-alpha{a}", PRIMARY,
-             (("alpha", a),), s)
-        for arch in CLAIM_ARCHS
-        for a in s.alphas
-        if a != DEFAULT_ALPHA
-        for seed in range(seeds)
-    ]  # fmt: skip
+    items += _variants(s, seeds, "alpha", s.alphas, DEFAULT_ALPHA)
     # Fig. 7: A_online's own time at each job count on the default capacity's servers.
     items += [
         Item("runtime", "ps", s.default_capacity, seed, f"{PRIMARY}-jobs{n}", PRIMARY,
@@ -106,14 +99,7 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
         for seed in range(seeds)
     ]  # fmt: skip
     # Fig. 4: A_online at other F (lambda = 2 T H R F + 1), at the default capacity.
-    items += [
-        Item("f", arch, s.default_capacity, seed, f"{PRIMARY}-f{f:g}", PRIMARY,
-             (("f", f),), s)
-        for arch in CLAIM_ARCHS
-        for f in s.fs
-        if f != DEFAULT_F
-        for seed in range(seeds)
-    ]  # fmt: skip
+    items += _variants(s, seeds, "f", s.fs, DEFAULT_F)
     return items
 
 
@@ -190,42 +176,8 @@ def run_hetero(
         }
         for arch, capacity in points(schemes)
     }
-    alpha = {
-        arch: {
-            str(a): _mean(
-                [
-                    r["weighted_completion_time"]
-                    for r in records
-                    if r["arch"] == arch
-                    and r["capacity"] == s.default_capacity
-                    and (
-                        r["scheme"] == f"{PRIMARY}-alpha{a}"
-                        or (a == DEFAULT_ALPHA and r["scheme"] == PRIMARY)
-                    )
-                ]
-            )
-            for a in sorted({*s.alphas, DEFAULT_ALPHA})
-        }
-        for arch in CLAIM_ARCHS
-    }
-    by_f = {
-        arch: {
-            f"{f:g}": _mean(
-                [
-                    r["weighted_completion_time"]
-                    for r in records
-                    if r["arch"] == arch
-                    and r["capacity"] == s.default_capacity
-                    and (
-                        r["scheme"] == f"{PRIMARY}-f{f:g}"
-                        or (f == DEFAULT_F and r["part"] == "schemes" and r["scheme"] == PRIMARY)
-                    )
-                ]
-            )
-            for f in sorted({*s.fs, DEFAULT_F})
-        }
-        for arch in CLAIM_ARCHS
-    }
+    alpha = _variant_means(records, s, "alpha", s.alphas, DEFAULT_ALPHA)
+    by_f = _variant_means(records, s, "f", s.fs, DEFAULT_F)
     charged = [r for r in records if r["part"] == "cluster"]
     checks: list[Check] = [
         *check_lowest(schemes),
@@ -266,6 +218,50 @@ def run_hetero(
         "weight_sweep": weight_sweep,
         "failures": [f.to_dict() for f in failures],
         "plots": [p.name for p in paths],
+    }
+
+
+def _variants(
+    s: HeteroScale, seeds: int, part: str, values: tuple[float, ...], default: float
+) -> list[Item]:
+    """A_online with the option ``part`` (``alpha``, ``f``) at each of ``values`` but the
+    default, PS and ring jobs, at the default capacity."""
+    return [
+        Item(part, arch, s.default_capacity, seed, f"{PRIMARY}-{part}{v:g}", PRIMARY,
+             ((part, v),), s)
+        for arch in CLAIM_ARCHS
+        for v in values
+        if v != default
+        for seed in range(seeds)
+    ]  # fmt: skip
+
+
+def _variant_means(
+    records: list[dict[str, Any]],
+    s: HeteroScale,
+    part: str,
+    values: tuple[float, ...],
+    default: float,
+) -> dict[str, dict[str, float | None]]:
+    """Arch -> value -> A_online's mean sum w c over seeds at the default capacity, with
+    the option ``part`` at that value (the default: the schemes part's run)."""
+    return {
+        arch: {
+            f"{v:g}": _mean(
+                [
+                    r["weighted_completion_time"]
+                    for r in records
+                    if r["arch"] == arch
+                    and r["capacity"] == s.default_capacity
+                    and (
+                        r["scheme"] == f"{PRIMARY}-{part}{v:g}"
+                        or (v == default and r["part"] == "schemes" and r["scheme"] == PRIMARY)
+                    )
+                ]
+            )
+            for v in sorted({*values, default})
+        }
+        for arch in CLAIM_ARCHS
     }
 
 

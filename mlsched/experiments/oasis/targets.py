@@ -25,15 +25,15 @@ from mlsched.experiments.pool import Runner
 
 
 def _h2_one(
-    item: tuple[int, str, str, dict[str, Any], int, int, int, str],
+    item: tuple[int, str, str, dict[str, Any], int, int, int],
 ) -> dict[str, dict[str, Any]] | Failure:
     """class -> {"deltas": [...], "charged": [...], "not_completed": n, "jobs": n} of one
     run. ``charged``: every job's miss, a job not completed charged as if it completed at
     the run's end (a lower bound on how late it is): a scheme that completes few jobs is not
     closest to its targets by leaving the late ones out."""
-    seed, name, policy, options, jobs, horizon, servers, cost = item
+    seed, name, policy, options, jobs, horizon, servers = item
     workload = _workload(seed, jobs, horizon, servers, class_mix=(0.0, 0.5, 0.5))
-    outcome = _run(workload, name, policy, options, seed, {"part": "h2", "cost": cost}, cost)
+    outcome = _run(workload, name, policy, options, seed, {"part": "h2"})
     if isinstance(outcome, Failure):
         return outcome
     per: dict[str, dict[str, Any]] = {
@@ -62,12 +62,10 @@ def _h2(
     runner: Runner,
     advance: Callable[[int], None],
     failures: list[Failure],
-    cost: str = "paper",
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """scheme -> class -> {"deltas": [...], "not_completed": n, "jobs": n}, charging
-    ``cost``'s restart cost."""
+    """scheme -> class -> {"deltas": [...], "not_completed": n, "jobs": n}."""
     items = [
-        (seed, name, policy, options, s.h2_jobs, s.h2_horizon, s.h2_servers, cost)
+        (seed, name, policy, options, s.h2_jobs, s.h2_horizon, s.h2_servers)
         for seed in range(seeds)
         for name, policy, options in schemes
     ]

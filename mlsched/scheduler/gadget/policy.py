@@ -197,7 +197,7 @@ class GadgetPolicy(Policy):
             if done + rate >= total:  # k workers finish it: more add nothing (A7)
                 break
         demand = view.cluster.demand_array(job.worker_demand(None))
-        gains = tuple(math.exp(g) if g > -math.inf else 0.0 for g in logs)
+        gains = tuple(math.exp(g) for g in logs)  # e^-inf is 0.0
         return RingJob(
             job.job_id,
             gains,

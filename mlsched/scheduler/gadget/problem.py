@@ -89,7 +89,7 @@ class RingJob:
     def rescaled(self, log_offset: float) -> RingJob:
         """The same job with every gain divided by e^log_offset (computed from the logs)."""
         logs = tuple(g - log_offset for g in self.log_gains)
-        gains = tuple(math.exp(g) if g > -math.inf else 0.0 for g in logs)
+        gains = tuple(math.exp(g) for g in logs)  # e^-inf is 0.0
         return dataclasses.replace(self, gains=gains, log_gains=logs)
 
 

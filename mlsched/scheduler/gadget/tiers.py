@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numpy as np
-
 from mlsched.core.allocation import Placement
+from mlsched.scheduler.gadget.embeddings import fits_alone
 from mlsched.scheduler.gadget.lp_rs_mde import SlotSolution
 from mlsched.scheduler.gadget.problem import RingJob, SlotProblem
 
@@ -102,12 +101,5 @@ def solve_in_tiers(
 
 
 def _fits_somewhere(problem: SlotProblem, job: RingJob) -> bool:
-    """Whether one of the job's workers (its fewest: ``min_ring``) still fits on its hosts."""
-    if not job.hosts:
-        return False
-    free = problem.capacity[job.host_array]
-    per_server = np.min(
-        np.where(job.demand > 0, free / np.where(job.demand > 0, job.demand, 1.0), np.inf),
-        axis=1,
-    )
-    return bool(np.floor(per_server + 1e-9).sum() >= job.min_ring)
+    """Whether the job's fewest workers (``min_ring``) still fit on its hosts."""
+    return int(fits_alone(problem, job, job.min_ring).sum()) >= job.min_ring

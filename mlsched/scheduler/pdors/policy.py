@@ -43,7 +43,7 @@ from mlsched.scheduler.oasis.policy import DEFAULT_WINDOW
 from mlsched.scheduler.pdors.constants import ConstantsEstimator, PdorsConstants
 from mlsched.scheduler.pdors.needs import PdorsNeeds, per_worker_rates
 from mlsched.scheduler.pdors.schedule import DEFAULT_LEVELS, Schedule, best_schedule
-from mlsched.scheduler.pdors.slot import COVER_RULES, Rounding, SlotChoice, SlotPricer
+from mlsched.scheduler.pdors.slot import Rounding, SlotChoice, SlotPricer
 from mlsched.scheduler.placement import eligible_ps_servers, eligible_worker_servers
 from mlsched.scheduler.view import ClusterView, RunContext
 
@@ -93,8 +93,6 @@ class PdorsPolicy(CommittingPolicy):
             raise ValueError(f"utility_floor must be a finite number >= 0, got {utility_floor!r}")
         if not _is_number(g_delta):
             raise ValueError(f"g_delta must be a finite number > 0, got {g_delta!r}")
-        if cover not in COVER_RULES:
-            raise ValueError(f"cover must be one of {', '.join(COVER_RULES)}, got {cover!r}")
         self.rounding = Rounding(
             gain=float(g_delta),
             rounds=rounds,

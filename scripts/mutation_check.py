@@ -613,6 +613,43 @@ MUTANTS: tuple[Mutant, ...] = (
         "the cluster-cost rows copy the paper-cost runs even where jobs restarted, so the "
         "second cost is never charged",
     ),
+    Mutant(
+        "drf-grows-pss-off-their-host",
+        "mlsched/scheduler/baselines/taskgrow.py",
+        "if not is_worker and dem.one_ps_host and counts:",
+        "if False:",
+        ("tests/test_one_ps_host.py",),
+        "DRF's later PSs go wherever the fallback puts them, so a job's PSs split over "
+        "hosts and break (2i) in the hetero experiment",
+    ),
+    Mutant(
+        "one-ps-host-ignored-by-packing",
+        "mlsched/scheduler/placement.py",
+        "        if one_ps_host:\n            ok = _fill_one(ps_order, pd, n_ps, ledger, p_taken)",
+        "        if False:\n            ok = _fill_one(ps_order, pd, n_ps, ledger, p_taken)",
+        ("tests/test_one_ps_host.py",),
+        "packing and round-robin spread a job's PSs over servers whatever one_ps_host says",
+    ),
+    Mutant(
+        "fig9-free-run-not-required-best",
+        "mlsched/experiments/hetero/held.py",
+        '    return Check(\n        "forced onto one worker type',
+        '    best = True\n    return Check(\n        "forced onto one worker type',
+        (
+            "tests/test_experiment_hetero.py::test_fig9_wants_a_strong_spread_and_the_free_choice_best",
+        ),
+        "Fig. 9 passes on the spread alone, whether or not A_online free to choose is best",
+    ),
+    Mutant(
+        "trace-arrivals-dropped",
+        "mlsched/workloads/pdors.py",
+        "        arrivals = _scaled(arrival_times, jobs, horizon)",
+        "        pass",
+        (
+            "tests/test_experiment_pdors.py::test_trace_arrivals_keep_the_seed_s_jobs_and_the_trace_s_shape",
+        ),
+        "the trace part runs the synthetic arrivals again under the trace's name",
+    ),
 )
 
 

@@ -4,6 +4,7 @@ default scale."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from mlsched.experiments import run_experiment
-from mlsched.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_item
+from mlsched.experiments.dps.common import SCALE_SETTINGS, SCHEMES, Item, run_item, workload
 from mlsched.experiments.dps.diagnosis import diagnose, offer_facts
 from mlsched.experiments.dps.profit import WIDE_MARGIN
 from mlsched.scheduler.dps.posted import Offer
@@ -79,6 +80,15 @@ def test_smoke_scale_writes_results_checks_and_plots(
     assert bfp["engine_profit"] == pytest.approx(bfp["replay_profit"])  # the replay is exact here
     assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(results["plots"])
     assert {"fig2_regret_over_time.png", "fig3_profit_over_time.png"} <= set(results["plots"])
+    # The shifted market: DPS and BFP again with the second half's values x 4, beside the
+    # stationary runs (the schemes part's); the table's ratio is the profits'.
+    shifted = {r["value_shift"]: r for r in results["value_shift"]}
+    assert set(shifted) == {1.0, 4.0}
+    assert shifted[1.0]["dps_profit"] == pytest.approx(profit["dps"])
+    assert shifted[4.0]["dps_over_bfp"] == pytest.approx(
+        shifted[4.0]["dps_profit"] / shifted[4.0]["bfp_profit"]
+    )
+    assert shifted[4.0]["bfp_profit"] != pytest.approx(profit["bfp"])  # another market
     why = results["diagnosis"]
     assert set(why["mean_price"]) == set(SCHEMES)
     assert why["bfp_over_random"] == pytest.approx(profit["bfp"] / profit["random-price"])
@@ -89,6 +99,16 @@ def test_smoke_scale_writes_results_checks_and_plots(
         f"{why['bfp_over_random']:.2f}x Random"
         in (checks[f"(i) DPS earns at least {WIDE_MARGIN:g}x Random"]["detail"])
     )
+
+
+def test_a_value_shift_scales_only_the_second_half_s_valuations() -> None:
+    s = SCALE_SETTINGS["smoke"]
+    base = workload(s, 0)
+    shifted = workload(dataclasses.replace(s, value_shift=4.0), 0)
+    for a, b in zip(base.jobs, shifted.jobs, strict=True):
+        assert (a.job_id, a.arrival_slot) == (b.job_id, b.arrival_slot)
+        late = a.arrival_slot >= s.horizon // 2
+        assert b.valuation == pytest.approx(a.valuation * (4.0 if late else 1.0))
 
 
 def test_the_offer_facts_count_each_phase_and_role_once() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,12 +21,15 @@ from mlsched.experiments.hetero.common import (
     SCHEMES,
     VARIANT,
     Item,
+    held,
     ideal_gpus,
     run_item,
     servers_for,
     worker_cap,
     workload,
 )
+from mlsched.experiments.hetero.held import check_caps, check_types
+from mlsched.experiments.hetero.servers import check_servers
 from mlsched.experiments.pool import Runner
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.scheduler.placement import can_ever_run
@@ -51,7 +55,7 @@ def test_smoke_scale_writes_results_checks_and_plots(
     assert results["restart_cost"]["slot_share"] == pytest.approx(0.1)
     assert results["cluster_restart_cost"]["restart_s"] == DEFAULT_RESTART_S
     checks = {c["name"]: c for c in results["checks"]}
-    assert len(checks) == 15 and all(c["detail"] for c in checks.values())
+    assert len(checks) == 18 and all(c["detail"] for c in checks.values())
     assert sum(n.endswith("{a cluster's restart cost}") for n in checks) == 3
     paper = {(r["arch"], r["scheme"]): r for r in results["runs"] if r["part"] == "schemes"}
     charged = [r for r in results["runs"] if r["part"] == "cluster"]
@@ -106,6 +110,29 @@ def test_smoke_scale_writes_results_checks_and_plots(
     assert [r["jobs"] for r in runtime] == [3, 6] and all(r["mean_s"] > 0 for r in runtime)
     fig7 = checks["A_online's running time grows with the jobs but stays below 2 minutes (Fig. 7)"]
     assert fig7["passed"] == (runtime[1]["mean_s"] > runtime[0]["mean_s"])
+    # Figs. 9-10: A_online held to each forced type and cap, the free run its schemes run.
+    types, caps = results["types"], results["caps"]
+    assert list(types) == ["v100x4", "k80x1", "free"] and list(caps) == ["4", "free"]
+    free = ps[PRIMARY]["weighted_completion_time"]
+    assert types["free"]["mean"] == caps["free"]["mean"] == pytest.approx(free)
+    forced = [types[t]["mean"] for t in ("v100x4", "k80x1")]
+    fig9 = checks[
+        "forced onto one worker type, the objective varies strongly between types; "
+        "A_online, free to choose, is best (Fig. 9)"
+    ]
+    assert fig9["passed"] == (max(forced) >= 1.3 * min(forced) and free < min(forced))
+    fig10 = checks["the weighted completion time decreases as the worker count grows (Fig. 10)"]
+    assert not fig10["passed"]  # one cap beside D_j: too few points to call a trend
+    # Figs. 3 and 6: the same capacity on .16xlarge, both sizes, .8xlarge: H grows.
+    for arch, rows in results["servers"].items():
+        assert [r["sizes"] for r in rows] == ["16x", "mixed", "8x"]
+        assert rows[0]["servers"] < rows[1]["servers"] < rows[2]["servers"]
+        assert rows[1]["mean"] == pytest.approx(
+            results["parts"][f"{arch}@0.35"]["schemes"][PRIMARY]["weighted_completion_time"]
+        )
+    grows = all(r[0]["mean"] < r[1]["mean"] < r[2]["mean"] for r in results["servers"].values())
+    h = "the objective grows with H at roughly constant total capacity (Figs. 3, 6)"
+    assert checks[h]["passed"] == grows
     # alpha = 1 and alpha = 4 apart, for PS and ring jobs.
     assert set(results["alpha"]) == {"ps", "ring"} and set(results["alpha"]["ps"]) == {"1", "4"}
     assert results["alpha"]["ps"]["4"] == pytest.approx(ps[PRIMARY]["weighted_completion_time"])
@@ -162,16 +189,22 @@ def test_the_default_scale_completes_every_run(tmp_path: Path) -> None:
     per restart as AMB-15 says, the claims again with a cluster's cost). Required: no failed
     run, every job of every run completed within the bound, every claim's check present,
     Fig. 8 (A_maxweight above the fixed-configuration greedy: 1.11x and 1.20x at 20 and 40
-    jobs, on 7 and 8 of 8 seeds) and Fig. 7 (A_online's seconds grow with the jobs, under 2
-    minutes). Reported, not required (measured, docs/algorithms/hetero.md): the ordering,
+    jobs, on 7 and 8 of 8 seeds), Fig. 7 (A_online's seconds grow with the jobs, under 2
+    minutes), Fig. 9 (held to one worker type: the worst type 2.34x the best, A_online free
+    to choose below every one) and Fig. 10 (the objective falls at every larger worker cap,
+    1 / 2 / 4 / 8 / D_j). Reported, not required (measured, docs/algorithms/hetero.md): the ordering,
     the >= 30 % claim and the preemption claim, which A_online and the baselines do not
-    meet at the paper's capacities and T, and Figs. 4 and 11-12 (F changes nothing here)."""
+    meet at the paper's capacities and T, Figs. 3 and 6 (H changes nothing until the
+    servers lose PS types) and Figs. 4 and 11-12 (F changes nothing here)."""
     results = run_experiment("hetero", out_dir=tmp_path, scale="default")
     assert_claims_checked(results)
     checks = {c["name"]: c for c in results["checks"]}
     for name in (
         "A_maxweight schedules more weight than Jain et al.'s greedy (Fig. 8)",
         "A_online's running time grows with the jobs but stays below 2 minutes (Fig. 7)",
+        "forced onto one worker type, the objective varies strongly between types; "
+        "A_online, free to choose, is best (Fig. 9)",
+        "the weighted completion time decreases as the worker count grows (Fig. 10)",
     ):
         assert checks[name]["passed"], checks[name]["detail"]
     assert checks["every run finished without error"]["passed"]
@@ -204,3 +237,56 @@ def test_a_run_left_unfinished_fails_the_completion_check() -> None:
     check = check_completed(runs, 9600)
     assert not check.passed and "2 jobs unfinished in 1 runs (e.g. drf, ring at 0.5" in check.detail
     assert check_completed(runs[:1], 9600).passed
+
+
+def _held(means: dict[str, float]) -> dict[str, dict[str, Any]]:
+    return {k: {"mean": v, "by_seed": {0: v}} for k, v in means.items()}
+
+
+def test_fig9_wants_a_strong_spread_and_the_free_choice_best() -> None:
+    assert check_types(_held({"a": 100.0, "b": 140.0, "free": 90.0})).passed
+    assert not check_types(_held({"a": 100.0, "b": 120.0, "free": 90.0})).passed  # 1.2x
+    assert not check_types(_held({"a": 100.0, "b": 140.0, "free": 100.0})).passed  # a tie
+    assert not check_types(_held({"a": 100.0, "b": None, "free": 90.0})).passed  # type: ignore[dict-item]
+
+
+def test_fig10_wants_a_fall_at_every_larger_cap() -> None:
+    assert check_caps(_held({"1": 300.0, "2": 200.0, "free": 100.0})).passed
+    assert not check_caps(_held({"1": 300.0, "2": 300.0, "free": 100.0})).passed
+    assert not check_caps(_held({"1": 300.0, "2": 100.0, "free": 200.0})).passed
+
+
+def test_servers_of_one_size_hold_about_the_same_gpus_and_only_the_types_they_can() -> None:
+    s = SCALE_SETTINGS["smoke"]
+    demand = ideal_gpus(workload(0, s.jobs, s.horizon, "ps", 1.0, s.run_factor))
+    gpus = {}
+    for sizes in ("16x", "mixed", "8x"):
+        w = workload(0, s.jobs, s.horizon, "ps", 0.35, s.run_factor, sizes)
+        gpus[sizes] = sum(srv.capacity["gpu"] for srv in w.cluster.servers)
+        assert gpus[sizes] >= 0.35 * demand
+        held_ps = set(w.cluster.types.ps) if w.cluster.types else set()
+        assert all(set(j.ps_types) <= held_ps for j in w.jobs)
+    assert max(gpus.values()) <= 1.25 * min(gpus.values())
+    eight = workload(0, s.jobs, s.horizon, "ps", 0.35, s.run_factor, "8x")
+    assert "ps10" not in eight.jobs[0].ps_types and "ps6" in eight.jobs[0].ps_types
+    assert eight.jobs[0].ps == eight.jobs[0].ps_types["ps6"]  # the largest it holds
+
+
+def test_fig3_6_want_growth_at_every_larger_h() -> None:
+    rows = [{"sizes": z, "servers": h, "mean": m} for z, h, m in
+            (("16x", 30.0, 1.0), ("mixed", 40.0, 2.0), ("8x", 60.0, 3.0))]  # fmt: skip
+    assert check_servers({"ps": rows, "ring": rows}).passed
+    flat = [dict(r, mean=1.0) for r in rows]
+    assert not check_servers({"ps": rows, "ring": flat}).passed
+
+
+def test_a_held_workload_keeps_one_type_or_a_few_workers() -> None:
+    s = SCALE_SETTINGS["smoke"]
+    w = workload(0, s.jobs, s.horizon, "ps", s.default_capacity, s.run_factor)
+    one = held(w, "worker_type", "k80x1")
+    assert all(list(j.worker_types) == ["k80x1"] for j in one.jobs)
+    assert all(j.compute_s == j.compute_s_by_type["k80x1"] for j in one.jobs)
+    few = held(w, "worker_cap", 2)
+    assert [j.worker_cap for j in few.jobs] == [min(2, j.worker_cap) for j in w.jobs]
+    with pytest.raises(ValueError, match="hold"):
+        held(w, "gpu", 1)

@@ -23,10 +23,18 @@ from mlsched.experiments.pdors.checks import (
     rounding_ratios,
     with_variants,
 )
-from mlsched.experiments.pdors.common import SCALE_SETTINGS, Item, run_item, schemes
+from mlsched.experiments.pdors.common import (
+    SCALE_SETTINGS,
+    Item,
+    run_item,
+    schemes,
+    trace_start,
+    workload,
+)
 from mlsched.experiments.pool import Runner
 from mlsched.scheduler.baselines.common import fixed_counts
 from mlsched.workloads.pdors import pdors_paper
+from mlsched.workloads.trace_arrivals import arrival_window
 from tests.claims_helpers import assert_claims_checked
 
 #: The paper's PD-ORS (no utility floor) decides the checks.
@@ -168,10 +176,12 @@ def test_smoke_run_writes_results_plots_and_named_summary(tmp_path: Path, monkey
     assert all(isinstance(v["total_utility"], float) for v in res["summary"].values())
     names = [c["name"] for c in res["checks"]]
     paper = [n for n in names if not n.endswith(FLOOR)]
-    ids = ["1", "2", "Fig. 6", "3", "4", "5", "6"]
-    assert [n.split(":")[0] for n in paper[:7]] == ids
-    # Our floor's rows: checks 1-3, Fig. 6 and 6, each beside the paper's.
-    assert [n.split(":")[0] for n in names if n.endswith(FLOOR)] == ["1", "2", "Fig. 6", "3", "6"]
+    trace = "Figs. 12-13 (Philly arrivals standing in for Google's)"
+    ids = ["1", "2", "Fig. 6", "3", trace, "4", "5", "6"]
+    assert [n.split(":")[0] for n in paper[:8]] == ids
+    # Our floor's rows: checks 1-3, Fig. 6, Figs. 12-13 and 6, each beside the paper's.
+    floor = [n.split(":")[0] for n in names if n.endswith(FLOOR)]
+    assert floor == ["1", "2", "Fig. 6", "3", trace, "6"]
     # Checks 2 and 6 again on runs charging a cluster's restart cost (paper: free).
     charged = [n.split(":")[0] for n in names if n.endswith("{a cluster's restart cost}")]
     assert charged == ["2", "6"] and res["restart_cost"]["restart_s"] == 0.0
@@ -196,10 +206,24 @@ def test_smoke_run_writes_results_plots_and_named_summary(tmp_path: Path, monkey
         assert (tmp_path / plot).read_bytes().startswith(b"\x89PNG")
     # Every scheme of a seed saw the same jobs: the job counts agree per point.
     parts = {r["part"] for r in res["runs"]}
-    assert parts == {"utility", "median", "rounding", "mix", "machines"} | {
+    assert parts == {"utility", "median", "rounding", "mix", "machines", "trace"} | {
         f"cluster-{p}" for p in ("utility", "mix")
     }
     assert res["ratio"]["rows"]
+
+
+def test_trace_arrivals_keep_the_seed_s_jobs_and_the_trace_s_shape() -> None:
+    synthetic = workload(3, 40, 20, 40, "shared")
+    traced = workload(3, 40, 20, 40, "shared", trace=True)
+    strip = ("arrival_slot",)
+    assert [{k: v for k, v in vars(j).items() if k not in strip} for j in synthetic.jobs] == [
+        {k: v for k, v in vars(j).items() if k not in strip} for j in traced.jobs
+    ]
+    times = arrival_window(40, trace_start(3))
+    want = [min(39, int(t / times[-1] * 40)) for t in times]
+    assert [j.arrival_slot for j in traced.jobs] == want
+    assert want != [j.arrival_slot for j in synthetic.jobs]
+    assert trace_start(0) != trace_start(1)  # the seeds see other stretches of the trace
 
 
 # -- the ordering at a small contended point ------------------------------------------------

@@ -45,12 +45,16 @@ def eligible_ps_servers_of(cluster: Cluster) -> list[int]:
     return list(cluster.ps_servers)
 
 
-def can_ever_run(job: JobSpec, cluster: Cluster, n_workers: int | None = None) -> bool:
-    """Whether ``n_workers`` (default ``min_workers``) and their PSs fit an empty cluster."""
+def can_ever_run(
+    job: JobSpec, cluster: Cluster, n_workers: int | None = None, one_ps_host: bool = False
+) -> bool:
+    """Whether ``n_workers`` (default ``min_workers``) and their PSs fit an empty cluster
+    (all the PSs on one server with ``one_ps_host``)."""
     n = job.min_workers if n_workers is None else n_workers
     if not cluster.offers(job.worker) or (job.uses_ps and not cluster.offers(job.ps)):
         return False
-    return pack(job, n, job.ps_needed(n), CapacityLedger(cluster)) is not None
+    ledger = CapacityLedger(cluster)
+    return pack(job, n, job.ps_needed(n), ledger, one_ps_host=one_ps_host) is not None
 
 
 class EmptyFit:
@@ -69,17 +73,28 @@ class EmptyFit:
         cluster: Cluster,
         n_workers: int | None = None,
         n_ps: int | None = None,
+        one_ps_host: bool = False,
     ) -> bool:
         """:func:`can_ever_run` with ``n_workers``; given ``n_ps`` (a policy's own PS
         count), also whether those workers with that many PSs pack the empty cluster."""
         if cluster is not self._cluster:
             self._cluster, self._memo = cluster, {}
         n = job.min_workers if n_workers is None else n_workers
-        shape = (job.worker, job.ps, job.uses_ps, job.gpu_type, n, job.ps_needed(n), n_ps)
+        shape = (
+            job.worker,
+            job.ps,
+            job.uses_ps,
+            job.gpu_type,
+            n,
+            job.ps_needed(n),
+            n_ps,
+            one_ps_host,
+        )
         fits = self._memo.get(shape)
         if fits is None:
-            fits = can_ever_run(job, cluster, n) and (
-                n_ps is None or pack(job, n, n_ps, CapacityLedger(cluster)) is not None
+            fits = can_ever_run(job, cluster, n, one_ps_host) and (
+                n_ps is None
+                or pack(job, n, n_ps, CapacityLedger(cluster), one_ps_host=one_ps_host) is not None
             )
             self._memo[shape] = fits
         return fits
@@ -155,6 +170,24 @@ def _fill(
     return left == 0
 
 
+def _fill_one(
+    servers: Sequence[int],
+    demand: np.ndarray,
+    count: int,
+    ledger: CapacityLedger,
+    taken: dict[int, int],
+) -> bool:
+    """All ``count`` tasks on the first of ``servers`` that holds them together."""
+    if count <= 0:
+        return True
+    for s in servers:
+        if ledger.max_count(s, demand) >= count:
+            ledger.take(s, demand, count)
+            taken[s] = taken.get(s, 0) + count
+            return True
+    return False
+
+
 def _first_with_room(
     servers: Iterable[int], demand: np.ndarray, ledger: CapacityLedger
 ) -> int | None:
@@ -185,6 +218,7 @@ def _place(
     spread: bool,
     worker_type: str | None,
     ps_type: str | None,
+    one_ps_host: bool = False,
 ) -> Placement | None:
     cluster = ledger.cluster
     wd = cluster.demand_array(job.worker_demand(worker_type))
@@ -194,7 +228,10 @@ def _place(
     p_taken: dict[int, int] = {}
     ok = _fill(worker_order, wd, n_workers, ledger, w_taken, spread)
     if ok and job.uses_ps:
-        ok = _fill(ps_order, pd, n_ps, ledger, p_taken, spread)
+        if one_ps_host:
+            ok = _fill_one(ps_order, pd, n_ps, ledger, p_taken)
+        else:
+            ok = _fill(ps_order, pd, n_ps, ledger, p_taken, spread)
     if not ok:
         ledger.free[:] = snapshot
         return None
@@ -212,8 +249,11 @@ def pack(
     worker_type: str | None = None,
     ps_type: str | None = None,
     order: Sequence[int] | None = None,
+    one_ps_host: bool = False,
 ) -> Placement | None:
-    """Fill servers in ``order`` (default: most free first) as full as possible: few servers."""
+    """Fill servers in ``order`` (default: most free first) as full as possible: few servers.
+    ``one_ps_host``: every PS on one server (spec 002's (2i) with a single PS host, AMB-6),
+    the first in the PS order that holds them all."""
     cluster = ledger.cluster
     w_servers = eligible_worker_servers(job, cluster)
     p_servers = eligible_ps_servers(job, cluster)
@@ -232,7 +272,9 @@ def pack(
     # PSs next to the job's workers first (co-location), where those servers host PSs.
     used = [s for s, _ in placement.workers if s in p_servers]
     p_servers = used + [s for s in p_servers if s not in used]
-    ps = _place(job, 0, n_ps, ledger, w_servers, p_servers, False, worker_type, ps_type)
+    ps = _place(
+        job, 0, n_ps, ledger, w_servers, p_servers, False, worker_type, ps_type, one_ps_host
+    )
     if ps is None:
         ledger.release(job, placement)
         return None
@@ -266,7 +308,10 @@ class RoundRobin:
         *,
         worker_type: str | None = None,
         ps_type: str | None = None,
+        one_ps_host: bool = False,
     ) -> Placement | None:
+        """``one_ps_host``: every PS on the first server of the PS rotation that holds them
+        all (the pointer moves past it), as :func:`pack` does."""
         servers = self._workers_of.get(job.gpu_type)
         if servers is None:
             servers = self._workers_of[job.gpu_type] = eligible_worker_servers(job, self.cluster)
@@ -282,7 +327,7 @@ class RoundRobin:
         w_order = self._rotate(servers, self._next_worker)
         p_order = self._rotate(self._ps, self._next_ps) if job.uses_ps else []
         placement = _place(
-            job, n_workers, n_ps, ledger, w_order, p_order, True, worker_type, ps_type
+            job, n_workers, n_ps, ledger, w_order, p_order, True, worker_type, ps_type, one_ps_host
         )
         if placement is not None:
             if placement.workers:

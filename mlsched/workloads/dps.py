@@ -131,8 +131,11 @@ def dps_paper(
     slot_seconds: float = 300.0,
     pi_low: float = 0.3,
     pi_high: float = 0.6,
+    value_shift: float = 1.0,
 ) -> Workload:
-    """Spec 004's setting; the same seed gives the same cluster, types and jobs."""
+    """Spec 004's setting; the same seed gives the same cluster, types and jobs.
+    ``value_shift`` multiplies the valuations of the jobs arriving in the second half of
+    the horizon (1: stationary, the spec's setting): a market that changes mid-run."""
     for name, value in (
         ("jobs", jobs),
         ("horizon", horizon),
@@ -147,6 +150,12 @@ def dps_paper(
         _check(name, value, _is_count(value), "an integer >= 1")
     _check("load", load, _is_number(load) and 0 < load <= 1e3, "a number in (0, 1000]")
     _check("budget", budget, budget in BUDGETS, " or ".join(BUDGETS))
+    _check(
+        "value_shift",
+        value_shift,
+        _is_number(value_shift) and 0 < value_shift <= 1e3,
+        "a number in (0, 1000]",
+    )
     _check("pi_low", pi_low, _is_number(pi_low) and 0 < pi_low <= 1, "a number in (0, 1]")
     _check(
         "pi_high",
@@ -207,6 +216,8 @@ def dps_paper(
         else:
             xi = float(rng.lognormal(-(_LOGNORMAL_SIGMA**2) / 2, _LOGNORMAL_SIGMA))
         value = xi * (pi_w[k] * dw + pi_p[m] * dp)
+        if arrival >= horizon // 2:
+            value *= value_shift
         job_id = f"j{i:05d}"
         specs.append(
             JobSpec(

@@ -1,6 +1,7 @@
 """The heterogeneous batch-scheduling setting (spec 002 §5) with the spec's resolutions.
 
-Servers after the AWS P3 (V100), P2 (K80) and G3 (M60) families, cycled; the cluster
+Servers after the AWS P3 (V100), P2 (K80) and G3 (M60) families, cycled (both sizes, or
+one: ``sizes``); the cluster
 declares the 8 worker types and 10 PS types of
 :data:`~mlsched.scheduler.hetero.DEFAULT_CATALOGUE` and every job offers all of them.
 Job parameters are drawn uniformly from the paper's ranges: weight [200, 5000], epochs
@@ -26,13 +27,22 @@ import math
 import numpy as np
 
 from mlsched.core.cluster import Cluster, Server, Topology
+from mlsched.core.device_types import TypeCatalogue
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.core.resources import ResourceVector
 from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE, GPU_SPEED, speed
 from mlsched.workloads.base import Workload, register_workload
 from mlsched.workloads.oasis import _check, _is_count, _is_number
 
-__all__ = ["IDEAL_PS", "IDEAL_WORKER", "INSTANCES", "hetero_paper"]
+__all__ = [
+    "IDEAL_PS",
+    "IDEAL_WORKER",
+    "INSTANCES",
+    "SIZES",
+    "catalogue",
+    "hetero_paper",
+    "instances",
+]
 
 #: (name, GPU model, GPUs, vCPUs, Gbit/s): p3/p2/g3 .8xlarge and .16xlarge.
 INSTANCES: tuple[tuple[str, str, int, int, float], ...] = (
@@ -43,19 +53,51 @@ INSTANCES: tuple[tuple[str, str, int, int, float], ...] = (
     ("p2-16x", "K80", 16, 64, 25.0),
     ("g3-16x", "M60", 4, 64, 25.0),
 )
+#: Server sizes a cluster may cycle: both (the default), or the .8xlarge or .16xlarge alone
+#: (Figs. 3 and 6 vary H at about constant total capacity: a .16xlarge has twice a
+#: .8xlarge's GPUs and vCPUs).
+SIZES = ("mixed", "8x", "16x")
 #: Each job's ideal configuration's types (AMB-13; what the baselines run).
 IDEAL_WORKER = "v100x4"
 IDEAL_PS = "ps10"
 _IDEAL = IDEAL_WORKER
 
 
-def _cluster(servers: int) -> Cluster:
+def instances(sizes: str = "mixed") -> tuple[tuple[str, str, int, int, float], ...]:
+    """The instance types a cluster of ``sizes`` (one of :data:`SIZES`) cycles."""
+    if sizes == "mixed":
+        return INSTANCES
+    return tuple(i for i in INSTANCES if i[0].endswith(f"-{sizes}"))
+
+
+def catalogue(sizes: str = "mixed") -> TypeCatalogue:
+    """The shipped types a cluster of ``sizes`` can hold: all of them, but on .8xlarge
+    servers alone (10 Gbit/s) the PS types of more bandwidth go."""
+    kinds = instances(sizes)
+
+    def holds(demand: ResourceVector, gpu_model: str | None) -> bool:
+        return any(
+            demand["gpu"] <= gpus
+            and demand["cpu"] <= cpus
+            and demand["bw_gbps"] <= bw
+            and (gpu_model is None or demand["gpu"] == 0 or gpu_model == model)
+            for _, model, gpus, cpus, bw in kinds
+        )
+
+    return TypeCatalogue(
+        tuple(w for w in DEFAULT_CATALOGUE.worker_types if holds(w.demand, w.gpu_model)),
+        tuple(p for p in DEFAULT_CATALOGUE.ps_types if holds(p.demand, None)),
+    )
+
+
+def _cluster(servers: int, sizes: str = "mixed") -> Cluster:
     out = []
+    kinds = instances(sizes)
     for h in range(servers):
-        name, model, gpus, cpus, bw = INSTANCES[h % len(INSTANCES)]
+        name, model, gpus, cpus, bw = kinds[h % len(kinds)]
         capacity = ResourceVector({"gpu": gpus, "cpu": cpus, "bw_gbps": bw})
         out.append(Server(f"{name}-{h:03d}", capacity, gpu_type=model, uplink_gbps=bw))
-    return Cluster(tuple(out), Topology(), DEFAULT_CATALOGUE)
+    return Cluster(tuple(out), Topology(), catalogue(sizes))
 
 
 @register_workload(
@@ -72,12 +114,14 @@ def hetero_paper(
     ra_share: float = 0.5,
     run_slots: int | None = None,
     slot_seconds: float = 3600.0,
+    sizes: str = "mixed",
 ) -> Workload:
     """Spec 002's job mix; the same seed gives the same jobs whatever ``servers``."""
     _check("jobs", jobs, _is_count(jobs), "an integer >= 1")
     _check("servers", servers, _is_count(servers), "an integer >= 1")
     _check("horizon", horizon, _is_count(horizon) and horizon >= 2, "an integer >= 2")
     _check("arrivals", arrivals, arrivals in ("uniform", "poisson"), "uniform or poisson")
+    _check("sizes", sizes, sizes in SIZES, "one of " + ", ".join(SIZES))
     _check(
         "ra_share",
         ra_share,
@@ -103,14 +147,17 @@ def hetero_paper(
     else:
         gaps = rng.exponential(span / jobs, size=jobs)
         slots = np.minimum(np.cumsum(gaps).astype(int), span - 1)
-    worker_types = {n: t.demand for n, t in DEFAULT_CATALOGUE.workers.items()}
-    ps_types = {n: t.demand for n, t in DEFAULT_CATALOGUE.ps.items()}
+    types = catalogue(sizes)
+    worker_types = {n: t.demand for n, t in types.workers.items()}
+    ps_types = {n: t.demand for n, t in types.ps.items()}
     ideal = DEFAULT_CATALOGUE.workers[_IDEAL]
+    # The ideal PS type, or the largest these servers hold.
+    ideal_ps = types.ps.get(IDEAL_PS, types.ps_types[-1]).demand
     specs: list[JobSpec] = []
     for i, arrival in enumerate(slots):
         ring = bool(rng.random() < ra_share)
         base = float(rng.uniform(0.001, 0.05)) * slot_seconds  # seconds on one V100
-        by_type = {n: base / speed(t) for n, t in DEFAULT_CATALOGUE.workers.items()}
+        by_type = {n: base / speed(t) for n, t in types.workers.items()}
         gpus = ideal.demand["gpu"]
         by_type.update({m: base / (gpus * s) for m, s in GPU_SPEED.items()})
         chunks = int(rng.integers(5, 51))
@@ -126,7 +173,7 @@ def hetero_paper(
                 batches_per_chunk=int(rng.integers(10, 51)),
                 max_workers=chunks,
                 worker=ideal.demand,
-                ps=DEFAULT_CATALOGUE.ps[IDEAL_PS].demand,
+                ps=ideal_ps,
                 worker_types=worker_types,
                 ps_types={} if ring else ps_types,
                 compute_s=base / speed(ideal),
@@ -141,11 +188,12 @@ def hetero_paper(
         "arrivals": arrivals,
         "horizon": horizon,
         "servers": servers,
+        "sizes": sizes,
         "ring_jobs": sum(j.arch is Arch.ALLREDUCE for j in specs),
     }
     return Workload(
         name="hetero-paper",
-        cluster=_cluster(servers),
+        cluster=_cluster(servers, sizes),
         jobs=tuple(specs),
         horizon_slots=run_slots or 16 * horizon,
         slot_seconds=float(slot_seconds),

@@ -115,6 +115,21 @@ def _arrivals(rng: np.random.Generator, jobs: int, horizon: int) -> np.ndarray:
     return np.sort(rng.choice(horizon, size=jobs, p=weights / weights.sum()))
 
 
+def _scaled(times: Sequence[float], jobs: int, horizon: int) -> np.ndarray:
+    """``times`` checked (one finite number >= 0 per job) and mapped onto slots."""
+    ok = (
+        isinstance(times, (list, tuple))
+        and len(times) == jobs
+        and all(_is_number(t) and 0 <= t < math.inf for t in times)
+    )
+    _check("arrival_times", times, ok, f"a list of {jobs} finite numbers >= 0, one per job")
+    t = np.sort(np.asarray(times, dtype=float))
+    span = t[-1] - t[0]
+    if span <= 0:
+        return np.zeros(jobs, dtype=int)
+    return np.minimum(((t - t[0]) / span * horizon).astype(int), horizon - 1)
+
+
 @register_workload(
     "pdors-paper",
     "spec 000 §5.1: synchronous PS jobs with a worker:PS ratio on identical machines, "
@@ -128,13 +143,16 @@ def pdors_paper(
     pools: str = "shared",
     class_mix: Sequence[float] = (0.10, 0.55, 0.35),
     slot_seconds: float = 3600.0,
+    arrival_times: Sequence[float] | None = None,
 ) -> Workload:
     """Spec 000's simulated job mix; same seed, same jobs whatever ``servers`` and ``pools``.
 
     ``pools`` is ``shared`` (every machine hosts workers and PSs: PD-ORS's setting) or
     ``split`` (half worker machines, half PS machines: OASiS's). ``class_mix`` gives the
     shares of time-insensitive, -sensitive and -critical jobs (the paper's trace-like mix
-    is 0.30, 0.69, 0.01).
+    is 0.30, 0.69, 0.01). ``arrival_times`` (one per job, any unit, e.g. a trace's
+    seconds) replace the synthetic arrivals: scaled from their first to their last onto
+    slots 0..T-1, so a trace's bursts keep their shape; the jobs are those of the seed.
     """
     _check("jobs", jobs, _is_count(jobs), "an integer >= 1")
     _check("horizon", horizon, _is_count(horizon), "an integer >= 1")
@@ -156,7 +174,9 @@ def pdors_paper(
     # The jobs come from their own stream, so a cluster of another size or layout sees the
     # same jobs (the experiments vary H and the pools at a fixed job set).
     rng = np.random.default_rng([seed, 0])
-    arrivals = _arrivals(rng, jobs, horizon)
+    arrivals = _arrivals(rng, jobs, horizon)  # drawn either way: the same jobs after it
+    if arrival_times is not None:
+        arrivals = _scaled(arrival_times, jobs, horizon)
     counts = dict.fromkeys(JOB_CLASSES, 0)
     specs: list[JobSpec] = []
     for i, arrival in enumerate(arrivals):

@@ -12,6 +12,8 @@ and variant sees:
   reuse those runs). They stay out of ``summary``.
 * **jobs** (Fig. 4; check v): DPS and BFP with N times each of ``job_ratios``
   (:mod:`.jobs`).
+* **shift** (a cause, not a claim): DPS and BFP with the second half's valuations times
+  each of ``value_shifts`` (:mod:`.shift`).
 
 Eight seeds by default: the claims compare means whose spread between seeds is about a
 tenth of their size (see docs/algorithms/dps.md for the measured spread). The runs are
@@ -51,6 +53,7 @@ from mlsched.experiments.dps.jobs import check_jobs, jobs_items, jobs_sweep
 from mlsched.experiments.dps.plots import plots
 from mlsched.experiments.dps.profit import check_profit_order, check_regret, regret_facts
 from mlsched.experiments.dps.runtime import check_runtime, runtime_curves
+from mlsched.experiments.dps.shift import shift_items, shift_table
 from mlsched.experiments.dps.sweeps import check_u_shape, sweep_regrets
 from mlsched.experiments.pool import Runner
 
@@ -82,7 +85,8 @@ def _items(s: DpsScale, seeds: int) -> list[Item]:
             if (part, v) not in _SAME
             for seed in range(seeds)
         ]
-    return [*jobs_items(s, seeds), *items]  # the largest N's BFP searches first
+    # the largest N's BFP searches first
+    return [*jobs_items(s, seeds), *items, *shift_items(s, seeds)]
 
 
 def _sweep(
@@ -121,7 +125,7 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
     facts = regret_facts(schemes)
     diagnosis = diagnose(schemes, PRIMARY, BENCHMARK)
     # The N sweep's runs are BFP and DPS on other workloads: not the delta/theta sweeps'.
-    same_n = [r for r in records if r["part"] != "jobs"]
+    same_n = [r for r in records if r["part"] not in ("jobs", "shift")]
     sweeps = {
         "delta": _sweep(same_n, "delta", s.delta_scales),
         "theta": _sweep(same_n, "theta", s.thetas),
@@ -165,6 +169,7 @@ def run_dps(*, scale: str, seeds: int, out_dir: Path, progress: ProgressFactory)
         "runtime": runtime_curves(schemes),
         "sweeps": sweeps,
         "jobs_sweep": by_jobs,
+        "value_shift": shift_table(records, s),
         "diagnosis": diagnosis,
         "bfp": {
             r["seed"]: {

@@ -20,6 +20,11 @@ claims are checked again charging a cluster's restart cost (``common.COSTS``).
   each of ``runtime_jobs`` on the servers of the default capacity's cluster.
 * **f** (Fig. 4): hetero at other F (lambda = 2 T H R F + 1) beside the default 10, at the
   default capacity.
+* **servers** (Figs. 3 and 6, :mod:`.servers`): hetero on the default capacity's GPUs in
+  servers of one size, .16xlarge (fewest) or .8xlarge (most), beside both sizes.
+* **types** and **caps** (Figs. 9 and 10, :mod:`.held`): hetero with every PS job held to
+  one worker type, or to at most a few workers, at the default capacity, beside hetero
+  free to choose.
 * **maxweight** (Fig. 8): one A_maxweight call against Jain et al.'s greedy on a batch of
   each size, both taking the jobs in the same order (:mod:`.batch`).
 
@@ -73,7 +78,9 @@ from mlsched.experiments.hetero.common import (
     Item,
     run_item,
 )
+from mlsched.experiments.hetero.held import check_caps, check_types, held_items, held_means
 from mlsched.experiments.hetero.plots import plots
+from mlsched.experiments.hetero.servers import check_servers, server_items, server_means
 from mlsched.experiments.pool import Runner
 from mlsched.scheduler.hetero.policy import DEFAULT_ALPHA, DEFAULT_F
 
@@ -100,6 +107,10 @@ def _items(s: HeteroScale, seeds: int) -> list[Item]:
     ]  # fmt: skip
     # Fig. 4: A_online at other F (lambda = 2 T H R F + 1), at the default capacity.
     items += _variants(s, seeds, "f", s.fs, DEFAULT_F)
+    # Figs. 9-10: each job held to one worker type, or to a few workers.
+    items += held_items(s, seeds)
+    # Figs. 3 and 6: the same capacity on servers of one size (H fewer or more).
+    items += server_items(s, seeds)
     return items
 
 
@@ -179,6 +190,9 @@ def run_hetero(
     alpha = _variant_means(records, s, "alpha", s.alphas, DEFAULT_ALPHA)
     by_f = _variant_means(records, s, "f", s.fs, DEFAULT_F)
     charged = [r for r in records if r["part"] == "cluster"]
+    by_type = held_means(records, s, "types")
+    by_cap = held_means(records, s, "caps")
+    by_h = server_means(records, s)
     checks: list[Check] = [
         *check_lowest(schemes),
         *check_claim(schemes),
@@ -193,6 +207,9 @@ def run_hetero(
         check_maxweight(batches),
         check_weight_sweeps(batches, weight_sweep, BATCH_F, min(s.batch_jobs)),
         check_f(by_f),
+        check_servers(by_h),
+        check_types(by_type),
+        check_caps(by_cap),
         check_runtime([r for r in records if r["part"] == "runtime"]),
         check_completed(records, s.run_factor * s.horizon),
         check_no_failures(failures),
@@ -205,6 +222,9 @@ def run_hetero(
         "parts": parts,
         "alpha": alpha,
         "f": by_f,
+        "types": by_type,
+        "caps": by_cap,
+        "servers": by_h,
         "runtime": runtime_table([r for r in records if r["part"] == "runtime"]),
         "default_point": {
             "jobs": s.jobs,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -14,7 +15,7 @@ from mlsched.experiments.costs import CLUSTER, Costs, slot_share
 from mlsched.scheduler.hetero.catalogue import DEFAULT_CATALOGUE
 from mlsched.scheduler.placement import can_ever_run
 from mlsched.workloads.base import Workload
-from mlsched.workloads.hetero import INSTANCES
+from mlsched.workloads.hetero import instances
 from mlsched.workloads.loading import load_workload
 
 #: What a restart costs (results.json says): 0.1 slot for the verdicts, spec 002 AMB-15's
@@ -42,14 +43,17 @@ ADDITIONS: dict[str, str] = {VARIANT: "A_online + compacted offsets (ours)"}
 #: cluster holds fewer; each with the fewest PSs its bandwidth needs. DRF fills
 #: progressively. A_online's T of lambda is the nominal horizon, set per run
 #: (:func:`run_item`).
+#: Constraint (2i) for the baselines as for A_online (spec 002 §5 item 1): a job's PSs all
+#: on one server (AMB-6), ps_needed(W) of them, which cover every worker placed elsewhere.
+_2I: dict[str, Any] = {"one_ps_host": True}
 SCHEMES: dict[str, tuple[str, dict[str, Any]]] = {
     PRIMARY: ("hetero", {}),
     VARIANT: ("hetero", {"compact_offsets": True}),
-    "fifo": ("fifo", {"ps_rule": "needed", "worker_rule": "drawn"}),
-    "drf": ("drf", {}),
-    "tiresias": ("tiresias", {"ps_rule": "needed", "worker_rule": "ideal"}),
-    "las2d": ("las2d", {"ps_rule": "needed", "worker_rule": "ideal"}),
-    "antman": ("antman", {"ps_rule": "needed", "worker_rule": "ideal"}),
+    "fifo": ("fifo", {"ps_rule": "needed", "worker_rule": "drawn", **_2I}),
+    "drf": ("drf", {**_2I}),
+    "tiresias": ("tiresias", {"ps_rule": "needed", "worker_rule": "ideal", **_2I}),
+    "las2d": ("las2d", {"ps_rule": "needed", "worker_rule": "ideal", **_2I}),
+    "antman": ("antman", {"ps_rule": "needed", "worker_rule": "ideal", **_2I}),
 }
 HETEROS = (PRIMARY, VARIANT)
 #: The schemes with a fixed worker count (``max_workers``).
@@ -104,7 +108,17 @@ class HeteroScale:
     #: Fig. 7: A_online's time on PS jobs at each of these job counts (and ``jobs``) on the
     #: servers of the default capacity's cluster.
     runtime_jobs: tuple[int, ...] = ()
+    #: Fig. 9: A_online with every PS job held to each of these worker types, at the
+    #: default capacity, beside A_online free to choose.
+    forced_types: tuple[str, ...] = ()
+    #: Fig. 10: A_online with every PS job held to at most each of these worker counts
+    #: (besides AMB-13's 30, the schemes' run), at the default capacity.
+    worker_caps: tuple[int, ...] = ()
 
+
+#: Fig. 9's four EC2 types (p3.4xlarge, p2.2xlarge, p3.2xlarge, p2.xlarge; the first two do
+#: not exist, AMB-14) as the catalogue's V100 and K80 bundles of four and one GPUs.
+FORCED_TYPES = ("v100x4", "k80x4", "v100x1", "k80x1")
 
 SCALE_SETTINGS: dict[str, HeteroScale] = {
     "smoke": HeteroScale(
@@ -119,6 +133,8 @@ SCALE_SETTINGS: dict[str, HeteroScale] = {
         batch_fs=(2.5,),
         fs=(2.5,),
         runtime_jobs=(3, 6),
+        forced_types=("v100x4", "k80x1"),
+        worker_caps=(4,),
     ),
     # The paper's T and capacities; 10 jobs keep the clusters at 20-60 servers (A_online's
     # rounds cost seconds per run there).
@@ -139,6 +155,8 @@ SCALE_SETTINGS: dict[str, HeteroScale] = {
         # alike to the digit: F's prices stay far below the weights here).
         fs=(40.0,),
         runtime_jobs=(5, 20),
+        forced_types=FORCED_TYPES,
+        worker_caps=(1, 2, 4, 8),
     ),
     "paper": HeteroScale(
         jobs=40,
@@ -152,6 +170,8 @@ SCALE_SETTINGS: dict[str, HeteroScale] = {
         batch_fs=(1.0, 2.5, 40.0, 160.0),
         fs=(1.0, 2.5, 40.0, 160.0),
         runtime_jobs=(10, 20, 40, 80),
+        forced_types=FORCED_TYPES,
+        worker_caps=(1, 2, 4, 8, 16),
     ),
 }
 
@@ -164,19 +184,26 @@ def ideal_gpus(w: Workload) -> float:
     return sum(min(j.worker_cap, MAX_WORKERS) * IDEAL_GPUS for j in w.jobs)
 
 
-def servers_for(capacity: float, demand_gpus: float) -> int:
-    """The fewest servers (cycling the workload's instance types) whose GPUs reach
-    ``capacity`` of ``demand_gpus``."""
+def servers_for(capacity: float, demand_gpus: float, sizes: str = "mixed") -> int:
+    """The fewest servers (cycling the workload's instance types of ``sizes``) whose GPUs
+    reach ``capacity`` of ``demand_gpus``."""
+    kinds = instances(sizes)
     total, n = 0.0, 0
     while total < capacity * demand_gpus or n == 0:
-        total += INSTANCES[n % len(INSTANCES)][2]
+        total += kinds[n % len(kinds)][2]
         n += 1
     return n
 
 
 @lru_cache(maxsize=16)
 def on_servers(
-    seed: int, jobs: int, horizon: int, arch: str, servers: int, run_factor: int
+    seed: int,
+    jobs: int,
+    horizon: int,
+    arch: str,
+    servers: int,
+    run_factor: int,
+    sizes: str = "mixed",
 ) -> Workload:
     """A seed's jobs of one architecture part (the same whatever the cluster) on
     ``servers`` servers, the run bounded at run_factor T."""
@@ -185,17 +212,29 @@ def on_servers(
         seed=seed,
         jobs=jobs,
         horizon=horizon,
-        options={"servers": servers, "ra_share": ARCHS[arch], "run_slots": run_factor * horizon},
+        options={
+            "servers": servers,
+            "ra_share": ARCHS[arch],
+            "run_slots": run_factor * horizon,
+            "sizes": sizes,
+        },
     )
 
 
 def workload(
-    seed: int, jobs: int, horizon: int, arch: str, capacity: float, run_factor: int
+    seed: int,
+    jobs: int,
+    horizon: int,
+    arch: str,
+    capacity: float,
+    run_factor: int,
+    sizes: str = "mixed",
 ) -> Workload:
     """A seed's jobs of one architecture part on the cluster holding ``capacity`` of their
     ideal demand."""
     demand = ideal_gpus(on_servers(seed, jobs, horizon, arch, 1, run_factor))
-    return on_servers(seed, jobs, horizon, arch, servers_for(capacity, demand), run_factor)
+    servers = servers_for(capacity, demand, sizes)
+    return on_servers(seed, jobs, horizon, arch, servers, run_factor, sizes)
 
 
 @dataclass(frozen=True)
@@ -215,15 +254,21 @@ class Item:
     #: Another number of jobs on the same servers (Fig. 7's runs; the policy's time is
     #: measured); None: the scale's, on the cluster of ``capacity``.
     jobs: int | None = None
+    #: What every job is held to (:func:`held`): ``("worker_type", name)`` (Fig. 9) or
+    #: ``("worker_cap", n)`` (Fig. 10); None: the jobs as generated.
+    hold: tuple[str, Any] | None = None
+    #: The server sizes of the cluster (``hetero-paper``'s ``sizes``: Figs. 3 and 6 vary H
+    #: at about constant capacity).
+    sizes: str = "mixed"
 
 
 def worker_cap(w: Workload) -> int:
     """The ideal count's bound: AMB-13's 30, or less where the empty cluster cannot hold
     some job's min(D_j, bound) workers beside the PSs they need (a count that can never
     run would charge the run's bound for the size of the cluster, not for its
-    scheduler): the largest such bound."""
+    scheduler): the largest such bound, the PSs on one server as (2i) wants them."""
     for cap in range(MAX_WORKERS, 0, -1):
-        if all(can_ever_run(j, w.cluster, min(j.worker_cap, cap)) for j in w.jobs):
+        if all(can_ever_run(j, w.cluster, min(j.worker_cap, cap), True) for j in w.jobs):
             return cap
     return 1
 
@@ -239,12 +284,36 @@ def weighted_from_arrival(result: RunResult, charge: int) -> float:
     return total
 
 
+def held(w: Workload, what: str, value: Any) -> Workload:
+    """The workload with every job held to one worker type (``worker_type``: its only
+    type, bundle and speed, Fig. 9's "all jobs forced onto a single worker type") or to at
+    most ``value`` workers (``worker_cap``, Fig. 10's worker count)."""
+    jobs = []
+    for j in w.jobs:
+        if what == "worker_type":
+            demand = j.worker_types[value]
+            j = dataclasses.replace(
+                j,
+                worker=demand,
+                worker_types={value: demand},
+                compute_s=j.compute_s_for(value),
+            )
+        elif what == "worker_cap":
+            j = dataclasses.replace(j, max_workers=min(j.worker_cap, int(value)))
+        else:
+            raise ValueError(f"hold must be worker_type or worker_cap, got {what!r}")
+        jobs.append(j)
+    return dataclasses.replace(w, jobs=tuple(jobs))
+
+
 def run_item(item: Item) -> dict[str, Any] | Failure:
     s = item.scale
-    w = workload(item.seed, s.jobs, s.horizon, item.arch, item.capacity, s.run_factor)
+    w = workload(item.seed, s.jobs, s.horizon, item.arch, item.capacity, s.run_factor, item.sizes)
     if item.jobs is not None:
         servers = len(w.cluster.servers)
         w = on_servers(item.seed, item.jobs, s.horizon, item.arch, servers, s.run_factor)
+    if item.hold is not None:
+        w = held(w, *item.hold)
     run_slots = w.horizon_slots or s.run_factor * s.horizon
     options = dict(item.options)
     if item.name in FIXED_COUNTS:
@@ -293,5 +362,6 @@ def run_item(item: Item) -> dict[str, Any] | Failure:
         "slots": outcome.slots,
         "jobs": len(outcome.records),
         "policy_seconds": float(sum(calls)) if item.jobs else None,
+        "hold": list(item.hold) if item.hold is not None else None,
         "wall_seconds": outcome.wall_seconds,
     }

@@ -16,6 +16,9 @@ worker and a PS half, spec 000 §5.2 item 4):
   draw that breaks the cover constraint accepted when none covers (as the paper does).
 * **machines** (Fig. 6): total utility vs the number of machines H at the utility part's
   default job count for PD-ORS, FIFO, DRF and Dorm (the utility part's H reused).
+* **trace** (Figs. 12-13): every scheme at ``trace_point`` with arrivals from a window of
+  a public trace's real submission times (Pollux's sample of the Philly trace), a stand-in
+  for the paper's Google sample, which is not public.
 * **mix** (Figs. 14-17, check 6): PD-ORS's gain over OASiS with the 10/55/35 and the
   30/69/1 job mixes.
 
@@ -54,6 +57,7 @@ from mlsched.experiments.pdors.checks import (
     check_mix,
     check_ratio,
     check_rounding,
+    check_trace,
     check_utility,
     mean_by,
     with_variants,
@@ -125,6 +129,13 @@ def _items(s: PdorsScale, seeds: int) -> list[Item]:
         for mix in MIXES
         for name in (*PDORS, "oasis")
     ]
+    if s.trace_point is not None:  # Figs. 12-13, on a public trace's arrivals
+        jobs, servers, horizon = s.trace_point
+        items += [
+            Item("trace", seed, jobs, servers, horizon, name, scheme, trace=True)
+            for seed in range(seeds)
+            for name, scheme in all_schemes.items()
+        ]
     # Claims 2 and 6 (PD-ORS against OASiS) again with a cluster's restart cost: the same
     # runs, charged. Not 1 and 3: Dorm's MILPs are most of the experiment's time.
     items += [
@@ -175,6 +186,7 @@ def run_pdors(
     }
     median = [r for r in records if r["part"] == "median"]
     mix = [r for r in records if r["part"] == "mix"]
+    trace = [r for r in records if r["part"] == "trace"]
     machines = [r for r in records if r["part"] == "machines"]
     machines += [r for r in default if r["scheme"] in (*PDORS, *MACHINE_BASELINES)]
     checks: list[Check] = [
@@ -182,6 +194,7 @@ def run_pdors(
         *with_variants(lambda p: check_gain_grows(utility, p)),
         *with_variants(lambda p: check_machines(machines, p)),
         *with_variants(lambda p: check_median(median, names, p)),
+        *with_variants(lambda p: check_trace(trace, names, p)),
         check_ratio(ratio),
         check_rounding([r for r in records if r["part"] == "rounding"], s.gains),
         *with_variants(lambda p: check_mix(mix, p)),

@@ -79,6 +79,27 @@ def check_utility(records: Records, names: Sequence[str], primary: str = PAPER) 
     )
 
 
+#: Figs. 12-13's check, on the stand-in trace's arrivals.
+TRACE_CLAIM = (
+    "Figs. 12-13 (Philly arrivals standing in for Google's): PD-ORS has the highest total "
+    "utility, OASiS included"
+)
+
+
+def check_trace(records: Records, names: Sequence[str], primary: str = PAPER) -> Check:
+    """Figs. 12-13: at the trace point, PD-ORS's mean utility above every other scheme's."""
+    if not records:
+        return Check(TRACE_CLAIM, False, "no run at the trace point")
+    inner = check_utility(records, names, primary)
+    point = records[0]
+    return Check(
+        TRACE_CLAIM,
+        inner.passed,
+        f"{point['jobs']} jobs, H={point['servers']}, T={point['horizon']}, arrivals from "
+        "a window of Pollux's sample of the Philly trace per seed; " + inner.detail,
+    )
+
+
 def check_gain_grows(records: Records, primary: str = PAPER) -> Check:
     """2. PD-ORS's advantage over OASiS grows with the number of jobs (Fig. 8)."""
     sweep = utility_sweep(records, (primary, "oasis"))

@@ -16,6 +16,7 @@ from mlsched.experiments.costs import CLUSTER, FREE, Costs
 from mlsched.workloads.base import Workload
 from mlsched.workloads.loading import load_workload
 from mlsched.workloads.pdors import alone_slots
+from mlsched.workloads.trace_arrivals import PHILLY_ARRIVALS_S, arrival_window
 
 #: What a restart costs (results.json says): free for the verdicts, as the paper assumes
 #: (reconfiguration between slots costs nothing in its model); a cluster's beside, on
@@ -93,6 +94,10 @@ class PdorsScale:
     #: Fig. 6: PD-ORS, FIFO, DRF and Dorm at ``default_jobs`` on each number of machines
     #: (the utility part's ``servers`` among them, its runs reused).
     machines: tuple[int, ...] = ()
+    #: Figs. 12-13: every scheme at this point (jobs, servers, horizon) with a public
+    #: trace's real arrivals (:data:`~mlsched.workloads.trace_arrivals.PHILLY_ARRIVALS_S`,
+    #: a stand-in for the paper's Google sample); None: not run.
+    trace_point: tuple[int, int, int] | None = None
 
 
 GAINS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
@@ -116,6 +121,7 @@ SCALE_SETTINGS: dict[str, PdorsScale] = {
         rounding_point=(10, 6, 12),
         mix_point=(12, 6, 12),
         machines=(4, 6),
+        trace_point=(12, 6, 12),
     ),
     # Contended points (fewer machines than Figs. 7-9's) keep the schemes apart and the
     # runs short; T as the paper's where the check's figure fixes it.
@@ -137,6 +143,9 @@ SCALE_SETTINGS: dict[str, PdorsScale] = {
         # Fig. 6's axis up to the utility part's 20 machines, 50 jobs throughout (at 40,
         # Dorm's MILPs cost 50 s a run).
         machines=(5, 10, 20),
+        # The mix part's contended point (the paper's T = 80, I = 100, H = 30 scaled as
+        # Figs. 14-17's is).
+        trace_point=(60, 20, 40),
     ),
     "paper": PdorsScale(
         servers=100,
@@ -152,20 +161,32 @@ SCALE_SETTINGS: dict[str, PdorsScale] = {
         rounding_point=(50, 100, 20),
         mix_point=(100, 30, 80),
         machines=(50, 100, 150, 200),
+        trace_point=(100, 30, 80),
     ),
 }
 
 
 def workload(
-    seed: int, jobs: int, servers: int, horizon: int, pools: str, mix: str = "10/55/35"
+    seed: int,
+    jobs: int,
+    servers: int,
+    horizon: int,
+    pools: str,
+    mix: str = "10/55/35",
+    trace: bool = False,
 ) -> Workload:
-    return load_workload(
-        "pdors-paper",
-        seed=seed,
-        jobs=jobs,
-        horizon=horizon,
-        options={"servers": servers, "pools": pools, "class_mix": list(MIXES[mix])},
-    )
+    """The seed's jobs; with ``trace``, arriving at a window of the public trace's times
+    (:func:`trace_start`), the same jobs otherwise."""
+    options: dict[str, Any] = {"servers": servers, "pools": pools, "class_mix": list(MIXES[mix])}
+    if trace:
+        options["arrival_times"] = arrival_window(jobs, trace_start(seed))
+    return load_workload("pdors-paper", seed=seed, jobs=jobs, horizon=horizon, options=options)
+
+
+def trace_start(seed: int) -> int:
+    """Where a seed's window of the trace's arrivals begins: drawn per seed, so the seeds
+    see different stretches of it."""
+    return int(np.random.default_rng([seed, 13]).integers(0, len(PHILLY_ARRIVALS_S)))
 
 
 def training_slots(record: JobRecord, horizon: int) -> float:
@@ -189,11 +210,14 @@ class Item:
     mix: str = "10/55/35"
     extra: tuple[tuple[str, Any], ...] = ()  # policy options on top of the scheme's
     cost: str = "paper"  # whose restart cost it charges: the paper's or a cluster's
+    trace: bool = False  # arrivals from the public trace (Figs. 12-13's stand-in)
 
 
 def run_item(item: Item) -> dict[str, Any] | Failure:
     """Run one item; its record (utility, completions, training times, restarts)."""
-    w = workload(item.seed, item.jobs, item.servers, item.horizon, item.scheme.pools, item.mix)
+    w = workload(
+        item.seed, item.jobs, item.servers, item.horizon, item.scheme.pools, item.mix, item.trace
+    )
     options = {**item.scheme.options, **dict(item.extra)}
     outcome = try_simulate(
         w,

@@ -25,6 +25,15 @@ PS_RULES = ("drawn", "needed")
 WORKER_RULES = ("drawn", "ideal")
 
 
+def check_one_ps_host(value: object) -> bool:
+    """A policy's ``one_ps_host`` option: every PS of a job on one server, so that the PSs
+    there cover every worker placed elsewhere (spec 002's (2i) with a single PS host,
+    AMB-6: the PS count ``ps_needed(W)`` covers all ``W`` workers' bandwidth)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"one_ps_host must be true or false, got {value!r}")
+    return value
+
+
 def check_count_rules(ps_rule: str, worker_rule: str) -> None:
     """Refuse a PS or worker rule that is not one of :data:`PS_RULES`/:data:`WORKER_RULES`."""
     if ps_rule not in PS_RULES:

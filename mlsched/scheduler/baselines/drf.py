@@ -29,6 +29,9 @@ step round-robin cannot place on an empty cluster is placed by
 always starts once it is first in line. Between events the allocation is returned
 unchanged.
 
+``one_ps_host=True`` keeps all of a job's PSs on the server of its first (spec 002's
+(2i), AMB-6): a step whose PS does not fit there is refused and the job stops growing.
+
 ``placement="ring"`` is spec 003's DRF (§5 "Baselines"), for ring-all-reduce jobs only (a
 PS job is rejected as infeasible): progressive filling from zero as above, each step giving
 one more worker (the first step ``min_workers``) to the job with the smallest dominant share
@@ -54,6 +57,7 @@ import numpy as np
 from mlsched.core.allocation import Admission, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
+from mlsched.scheduler.baselines.common import check_one_ps_host
 from mlsched.scheduler.baselines.replan import ReplanPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import JobTasks, grow, pack_whole
@@ -104,9 +108,12 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
         "completion, round-robin placement"
     )
 
-    def __init__(self, *, placement: str = "default", **options: Any) -> None:
+    def __init__(
+        self, *, placement: str = "default", one_ps_host: bool = False, **options: Any
+    ) -> None:
         super().__init__(**options)
         self.placement = check_placement(placement)
+        self.one_ps_host = check_one_ps_host(one_ps_host)
         self._table: DemandTable | None = None
         self._units: tuple[bool, np.ndarray, np.ndarray] | None = None
         self._next_worker = 0
@@ -130,12 +137,12 @@ class DrfPolicy(ReplanPolicy[JobDemand]):
             why = ring_infeasible(job, view.cluster, job.min_workers)
             if why:
                 return Admission.reject(RejectKind.INFEASIBLE, why)
-        elif not self._fits_empty(job, view.cluster):
+        elif not self._fits_empty(job, view.cluster, one_ps_host=self.one_ps_host):
             return Admission.reject(
                 RejectKind.INFEASIBLE,
                 f"{job.min_workers} workers and their PSs never fit the cluster",
             )
-        dem = filler.demand(job, self._seq)
+        dem = filler.demand(job, self._seq, self.one_ps_host)
         assert self._table is not None
         self._table.add(dem, job.min_workers, job.ps_needed(job.min_workers))
         self._add(job.job_id, dem)

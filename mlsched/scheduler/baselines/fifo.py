@@ -7,6 +7,8 @@ round-robin placement, unchanged, until it is done.
 
 ``ps_rule="needed"`` runs each job with the fewest PSs it needs, ceil(W / gamma) under a
 worker:PS ratio (spec 000's FIFO); the default draws them (spec 001's).
+``one_ps_host=True`` puts all of a job's PSs on one server (spec 002's (2i), AMB-6): the
+PSs there cover every worker placed elsewhere, since ``ps_needed(W)`` covers all W.
 
 ``placement="ring"`` is spec 003's FIFO (§5 "Baselines"): ring-all-reduce jobs only (a PS
 job is rejected as infeasible), each placed by P0 with its hop reservations
@@ -23,7 +25,11 @@ from typing import Any
 
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import check_count_rules, fixed_counts
+from mlsched.scheduler.baselines.common import (
+    check_count_rules,
+    check_one_ps_host,
+    fixed_counts,
+)
 from mlsched.scheduler.placement import EmptyFit, RoundRobin, pack
 from mlsched.scheduler.policy import Policy
 from mlsched.scheduler.ring_placement import RingLedger, check_placement, ring_infeasible
@@ -45,10 +51,12 @@ class FifoPolicy(Policy):
         ps_rule: str = "drawn",
         worker_rule: str = "drawn",
         placement: str = "default",
+        one_ps_host: bool = False,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         check_count_rules(ps_rule, worker_rule)
+        self.one_ps_host = check_one_ps_host(one_ps_host)
         self.max_workers = max_workers
         self.max_ps = max_ps
         self.ps_rule = ps_rule
@@ -89,7 +97,7 @@ class FifoPolicy(Policy):
         )
         if self.placement == "ring":
             return self._ring_arrival(job, view, w)
-        if not self._fits_empty(job, view.cluster, w, p):  # once per job shape
+        if not self._fits_empty(job, view.cluster, w, p, self.one_ps_host):  # once per shape
             return Admission.reject(
                 RejectKind.INFEASIBLE, f"{w} workers and {p} PSs never fit the cluster"
             )
@@ -131,11 +139,12 @@ class FifoPolicy(Policy):
                 break
             w, p = self._counts[job_id]
             job = self._specs[job_id]
-            placement = self._rr.place(job, w, p, self._ledger)
+            one = self.one_ps_host
+            placement = self._rr.place(job, w, p, self._ledger, one_ps_host=one)
             if placement is None and not self._running:
                 # Round-robin spreading can miss a layout that packing finds (admission
                 # checked with packing): on an empty cluster the head must still start.
-                placement = pack(job, w, p, self._ledger)
+                placement = pack(job, w, p, self._ledger, one_ps_host=one)
             if placement is None:
                 self._blocked = job_id
                 break  # strict FIFO: the head blocks the queue

@@ -44,6 +44,9 @@ class JobDemand:
     ps_servers: np.ndarray  # sorted indices of servers that may host its PSs
     worker_list: tuple[int, ...]  # the same, for bisect
     ps_list: tuple[int, ...]
+    #: Every PS on one server (spec 002's (2i) with a single PS host, AMB-6): a policy's
+    #: ``one_ps_host`` option.
+    one_ps_host: bool = False
 
     def servers(self, is_worker: bool) -> tuple[np.ndarray, tuple[int, ...]]:
         if is_worker:
@@ -96,7 +99,7 @@ class TaskFiller:
         self.has_reserved = False
         self.held = 0
 
-    def demand(self, job: JobSpec, seq: int) -> JobDemand:
+    def demand(self, job: JobSpec, seq: int, one_ps_host: bool = False) -> JobDemand:
         """The job's :class:`JobDemand` (default worker/PS bundles, no typed bundles)."""
         servers = self._by_gpu.get(job.gpu_type)
         if servers is None:  # once per GPU type: arrays and tuples shared by its jobs
@@ -125,6 +128,7 @@ class TaskFiller:
             ps_servers,
             servers[1],
             ps_list,
+            one_ps_host,
         )
 
     # Single-server operations --------------------------------------------------------------

@@ -100,7 +100,19 @@ def grow(filler: TaskFiller, tasks: JobTasks, dy: int, dz: int, fallback: Fallba
         counts = tasks.w if is_worker else tasks.p
         for _ in range(n):
             s = -1
-            for cand in list(sticky):
+            if not is_worker and dem.one_ps_host and counts:
+                # Pinned to the job's PS host: there or nowhere.
+                s = next(iter(counts))
+                if not filler.fits(s, demand):
+                    undo(filler, tasks, done)
+                    return None
+                if sticky.get(s):
+                    sticky[s] -= 1
+                    if not sticky[s]:
+                        del sticky[s]
+                    filler.unreserve(s, demand)
+                    done.unreserved.append((is_worker, s, 1))
+            for cand in list(sticky) if s < 0 else []:
                 if filler.fits(cand, demand):
                     s = cand
                     sticky[cand] -= 1
@@ -151,7 +163,8 @@ def pack_placement(
     admission used) on the current free capacity and taken from ``filler``; None if it does
     not fit. Slow next to the per-task strategies: a fallback for a job those cannot start
     on an empty filler, so that an admitted job can always start."""
-    placement = pack(dem.job, n_workers, n_ps, CapacityLedger(filler.cluster, filler.free))
+    ledger = CapacityLedger(filler.cluster, filler.free)
+    placement = pack(dem.job, n_workers, n_ps, ledger, one_ps_host=dem.one_ps_host)
     if placement is not None:
         filler.take_placement(dem, placement)
     return placement

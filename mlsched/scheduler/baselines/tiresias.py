@@ -34,6 +34,10 @@ servers and links still have room, P0 looking first outside the previous places 
 and links) of the jobs that ran in the previous slot, as above; admission checks that P0
 places the job on the empty cluster, so a job first in line always starts.
 
+``one_ps_host=True`` puts all of a job's PSs on one server (spec 002's (2i), AMB-6): the
+first of the job's worker servers that holds them all, else the PS server with the most
+room among those that do.
+
 Restart cost: preemption is what LAS does, and it is not free. The simulator charges
 ``TruthConfig.restart_s`` (checkpoint + restart) in every slot in which a job's placement
 differs from its previous slot's, including a resume after a pause; on the testbed the
@@ -50,7 +54,11 @@ import numpy as np
 from mlsched.core.allocation import Admission, Allocation, Placement, RejectKind
 from mlsched.core.cluster import Cluster
 from mlsched.core.job import JobSpec
-from mlsched.scheduler.baselines.common import check_count_rules, fixed_counts
+from mlsched.scheduler.baselines.common import (
+    check_count_rules,
+    check_one_ps_host,
+    fixed_counts,
+)
 from mlsched.scheduler.baselines.replan import FillerPolicy
 from mlsched.scheduler.baselines.taskfill import DemandTable, JobDemand, Screen, TaskFiller
 from mlsched.scheduler.baselines.taskgrow import pack_placement
@@ -67,8 +75,10 @@ def p0_place(
 ) -> Placement | None:
     """Place a whole job by P0 (see the module docstring) and take it from ``f``; None,
     with ``f`` unchanged, when it does not fit. ``rack_of`` maps server -> rack number."""
-    if n_ps and int(f.fit_counts(dem.ps_servers, dem.ps).sum()) < n_ps:
-        return None  # the PSs cannot fit even before the workers take their share
+    if n_ps:
+        ps_room = f.fit_counts(dem.ps_servers, dem.ps)
+        if int(ps_room.max() if dem.one_ps_host else ps_room.sum()) < n_ps:
+            return None  # the PSs cannot fit even before the workers take their share
     servers = dem.worker_servers
     room = f.fit_counts(servers, dem.worker, spare=True)  # unreserved room first
     if int(room.sum()) < n_workers:
@@ -95,6 +105,14 @@ def p0_place(
         f.take(s, dem.worker, c)
     ps: dict[int, int] = {}
     near = [s for s in workers if f.hosts_ps[s]] if dem.job.uses_ps else []
+    if dem.one_ps_host and n_ps:
+        host = _one_ps_host(f, dem, n_ps, near)
+        if host < 0:
+            for w_s, c in workers.items():
+                f.give(w_s, dem.worker, c)
+            return None
+        f.take(host, dem.ps, n_ps)
+        return Placement(tuple(workers.items()), ((host, n_ps),))
     for _ in range(n_ps):
         s = next((s for s in near if f.fits(s, dem.ps)), -1)
         if s < 0:
@@ -108,6 +126,17 @@ def p0_place(
         f.take(s, dem.ps)
         ps[s] = ps.get(s, 0) + 1
     return Placement(tuple(workers.items()), tuple(ps.items()))
+
+
+def _one_ps_host(f: TaskFiller, dem: JobDemand, n_ps: int, near: list[int]) -> int:
+    """The server for all ``n_ps`` PSs: the first of the job's worker servers that holds
+    them, else the PS server with the most free capacity among those that do; -1: none."""
+    for s in near:
+        if int(f.fit_counts(np.array([s], dtype=np.intp), dem.ps)[0]) >= n_ps:
+            return s
+    room = f.fit_counts(dem.ps_servers, dem.ps)
+    able = dem.ps_servers[room >= n_ps]
+    return f.most_free(able, dem.ps) if len(able) else -1
 
 
 def _reserve(f: TaskFiller, dem: JobDemand, placement: Placement, sign: int) -> None:
@@ -132,6 +161,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         ps_rule: str = "drawn",
         worker_rule: str = "drawn",
         placement: str = "default",
+        one_ps_host: bool = False,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -144,6 +174,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
         self.ps_rule = ps_rule
         self.worker_rule = worker_rule
         self.placement = check_placement(placement)
+        self.one_ps_host = check_one_ps_host(one_ps_host)
         self._ring: RingLedger | None = None
         self._last: dict[str, Placement] = {}  # each job's latest placement
         self._running: set[str] = set()  # the jobs allocated in the previous slot
@@ -173,7 +204,7 @@ class TiresiasPolicy(FillerPolicy[JobDemand]):
     def on_arrival(self, job: JobSpec, view: ClusterView) -> Admission:
         f = self._bind(view.cluster)
         w, p = self.counts(job)
-        dem = f.demand(job, self._seq)
+        dem = f.demand(job, self._seq, self.one_ps_host)
         empty = TaskFiller(view.cluster)
         offered = view.cluster.offers(job.worker) and (
             not job.uses_ps or view.cluster.offers(job.ps)

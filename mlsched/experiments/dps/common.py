@@ -152,6 +152,16 @@ class Item:
     scale: DpsScale = field(default_factory=lambda: SCALE_SETTINGS["smoke"])
 
 
+def benchmark_items(part: str, s: DpsScale, seeds: int) -> list[Item]:
+    """BFP's and DPS's runs of ``part`` on scale ``s`` (a variant of the workload), every
+    seed, BFP's first (its search is the longest run)."""
+    return [
+        Item(part, seed, name, SCHEMES[name][0], tuple(SCHEMES[name][1].items()), s)
+        for name in (BENCHMARK, PRIMARY)
+        for seed in range(seeds)
+    ]
+
+
 def profit_curve(result: RunResult, horizon: int) -> np.ndarray:
     """Cumulative profit at the end of each slot 0..T-1 (charges paid at admission)."""
     per_slot = np.zeros(horizon)

@@ -16,13 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from mlsched.experiments.base import Check
-from mlsched.experiments.dps.common import (
-    BENCHMARK,
-    PRIMARY,
-    SCHEMES,
-    DpsScale,
-    Item,
-)
+from mlsched.experiments.dps.common import PRIMARY, DpsScale, Item, benchmark_items
 from mlsched.experiments.dps.profit import regret_curves
 
 __all__ = ["check_jobs", "jobs_items", "jobs_sweep"]
@@ -37,18 +31,10 @@ def _count(s: DpsScale, ratio: float) -> int:
 def jobs_items(s: DpsScale, seeds: int) -> list[Item]:
     """BFP and DPS at every N but the scale's own (its runs are the schemes part's)."""
     return [
-        Item(
-            "jobs",
-            seed,
-            name,
-            SCHEMES[name][0],
-            tuple(SCHEMES[name][1].items()),
-            dataclasses.replace(s, jobs=_count(s, ratio)),
-        )
+        item
         for ratio in sorted(s.job_ratios, reverse=True)  # the longest first
         if ratio != 1.0
-        for name in (BENCHMARK, PRIMARY)
-        for seed in range(seeds)
+        for item in benchmark_items("jobs", dataclasses.replace(s, jobs=_count(s, ratio)), seeds)
     ]
 
 

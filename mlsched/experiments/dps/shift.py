@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from mlsched.experiments.dps.common import BENCHMARK, PRIMARY, SCHEMES, DpsScale, Item
+from mlsched.experiments.dps.common import (
+    BENCHMARK,
+    PRIMARY,
+    DpsScale,
+    Item,
+    benchmark_items,
+)
 
 __all__ = ["shift_items", "shift_table"]
 
@@ -25,17 +31,9 @@ __all__ = ["shift_items", "shift_table"]
 def shift_items(s: DpsScale, seeds: int) -> list[Item]:
     """BFP and DPS at each shift."""
     return [
-        Item(
-            "shift",
-            seed,
-            name,
-            SCHEMES[name][0],
-            tuple(SCHEMES[name][1].items()),
-            dataclasses.replace(s, value_shift=v),
-        )
+        item
         for v in s.value_shifts
-        for name in (BENCHMARK, PRIMARY)
-        for seed in range(seeds)
+        for item in benchmark_items("shift", dataclasses.replace(s, value_shift=v), seeds)
     ]
 
 

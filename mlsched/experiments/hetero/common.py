@@ -112,7 +112,7 @@ class HeteroScale:
     #: default capacity, beside A_online free to choose.
     forced_types: tuple[str, ...] = ()
     #: Fig. 10: A_online with every PS job held to at most each of these worker counts
-    #: (besides AMB-13's 30, the schemes' run), at the default capacity.
+    #: (besides each job's own D_j, the schemes' run), at the default capacity.
     worker_caps: tuple[int, ...] = ()
 
 

@@ -7,7 +7,7 @@ TORCH_PIN := torch==2.13.0
 TORCH_INDEX ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install protos demo demo-profiled test wheel-check soak reproduce lint bench clean horovod mutation
+.PHONY: install protos demo demo-profiled test wheel-check soak reproduce solve-memo lint bench clean horovod mutation
 
 install: $(STAMP)
 
@@ -57,10 +57,22 @@ soak: install
 
 # Each experiment at the scale where its claims must hold (minutes each; docs/testing.md).
 # Runs two experiments share are simulated once (MLSCHED_RUN_CACHE, a directory per session).
+# MILPs met before are read from the solve memo, checked, one in 16 solved again and compared
+# (mlsched/scheduler/solvers/memo.py); SOLVE_MEMO= solves every one.
+SOLVE_MEMO ?= tests/data/solve-memo.jsonl.gz
 reproduce: install
 	cache=$$(mktemp -d -t mlsched-runs.XXXXXX) && \
-	OMP_NUM_THREADS=1 MLSCHED_RUN_CACHE=$$cache $(BIN)/python -m pytest -q -m reproduction tests; \
+	OMP_NUM_THREADS=1 MLSCHED_RUN_CACHE=$$cache MLSCHED_SOLVE_MEMO=$(wildcard $(SOLVE_MEMO)) \
+		$(BIN)/python -m pytest -q -m reproduction tests; \
 	rc=$$?; rm -rf "$$cache"; exit $$rc
+
+# The solve memo made again from a run of `make reproduce` that records every program it
+# meets (after a change to a policy's programs, so that CI reads them instead of solving).
+solve-memo: install
+	rec=$$(mktemp -d -t mlsched-solves.XXXXXX) && \
+	MLSCHED_SOLVE_MEMO_RECORD=$$rec $(MAKE) reproduce && \
+	$(BIN)/python scripts/solve_memo.py pack $(SOLVE_MEMO) $$rec; \
+	rc=$$?; rm -rf "$$rec"; exit $$rc
 
 lint: install
 	$(BIN)/ruff check mlsched tests benchmarks scripts

@@ -650,6 +650,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         "the trace part runs the synthetic arrivals again under the trace's name",
     ),
+    Mutant(
+        "solve-memo-answers-unchecked",
+        "mlsched/scheduler/solvers/memo.py",
+        "        if not program.feasible(x):\n            return False",
+        "        pass",
+        ("tests/test_solve_memo.py",),
+        "a memo's point is used without checking that it is a point of the program",
+    ),
+    Mutant(
+        "solve-memo-never-solves-again",
+        "mlsched/scheduler/solvers/memo.py",
+        "if int(key[:8], 16) % VERIFY_EVERY == 0:",
+        "if False:",
+        ("tests/test_solve_memo.py",),
+        "the memo's sampled keys are not solved again, so a stale memo goes unseen",
+    ),
 )
 
 

@@ -233,10 +233,14 @@ def wait_status(
     what: str,
     timeout_s: float = 40.0,
 ) -> agent_pb2.TaskStatus:
-    """The first reported status of ``task_id`` that satisfies ``ok``."""
+    """The first reported status of ``task_id`` that satisfies ``ok``; a task that exits
+    without satisfying it fails the wait at once (an exit is final: waiting on would only
+    time out, and hide what it raced past)."""
 
     def check() -> agent_pb2.TaskStatus | None:
         status = ctl.latest(task_id)
+        if status is not None and not ok(status) and status.state == EXITED:
+            raise AssertionError(f"{task_id} exited while waiting for {what}: {status}")
         return status if status is not None and ok(status) else None
 
     try:
@@ -397,7 +401,9 @@ def test_a_task_runs_to_completion_and_is_never_relaunched(tmp_path: Path) -> No
 
 
 def test_outage_reregistration_stop_lease_expiry_and_shutdown(tmp_path: Path) -> None:
-    ctl = FakeController()
+    # Leases outlast any outage below (whose length is the machine's: a missed heartbeat,
+    # then two registrations): the expiry tested is the pinned lease's, not a race with it.
+    ctl = FakeController(lease_s=120.0)
     specs = [task_spec(tmp_path, name, stop_step=LONG) for name in ("undesired", "lease", "last")]
     port = listen_port()
     agent = make_agent(f"127.0.0.1:{port}", tmp_path / "work")

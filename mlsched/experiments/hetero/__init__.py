@@ -76,6 +76,7 @@ from mlsched.experiments.hetero.common import (
     SCHEMES,
     HeteroScale,
     Item,
+    is_free_run,
     run_item,
 )
 from mlsched.experiments.hetero.held import check_caps, check_types, held_items, held_means
@@ -271,12 +272,12 @@ def _variant_means(
                 [
                     r["weighted_completion_time"]
                     for r in records
-                    if r["arch"] == arch
-                    and r["capacity"] == s.default_capacity
-                    and (
-                        r["scheme"] == f"{PRIMARY}-{part}{v:g}"
-                        or (v == default and r["part"] == "schemes" and r["scheme"] == PRIMARY)
+                    if (
+                        r["arch"] == arch
+                        and r["capacity"] == s.default_capacity
+                        and r["scheme"] == f"{PRIMARY}-{part}{v:g}"
                     )
+                    or (v == default and is_free_run(r, s, arch))
                 ]
             )
             for v in sorted({*values, default})

@@ -179,6 +179,17 @@ SCALE_SETTINGS: dict[str, HeteroScale] = {
 IDEAL_GPUS = float(DEFAULT_CATALOGUE.workers["v100x4"].demand["gpu"])
 
 
+def is_free_run(r: dict[str, Any], s: HeteroScale, arch: str | None = None) -> bool:
+    """``r`` is A_online's own run in the schemes part at the default capacity (of ``arch``
+    when given): the run each held, capped, sized or varied part is set against."""
+    return (
+        r["part"] == "schemes"
+        and r["scheme"] == PRIMARY
+        and r["capacity"] == s.default_capacity
+        and (arch is None or r["arch"] == arch)
+    )
+
+
 def ideal_gpus(w: Workload) -> float:
     """The jobs' ideal demand: every job's ideal bundle, min(D_j, 30) v100x4 workers."""
     return sum(min(j.worker_cap, MAX_WORKERS) * IDEAL_GPUS for j in w.jobs)

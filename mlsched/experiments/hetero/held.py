@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.experiments.base import Check
-from mlsched.experiments.hetero.common import PRIMARY, HeteroScale, Item
+from mlsched.experiments.hetero.common import PRIMARY, HeteroScale, Item, is_free_run
 
 __all__ = ["STRONGLY", "check_caps", "check_types", "held_items", "held_means"]
 
@@ -49,14 +49,7 @@ def held_items(s: HeteroScale, seeds: int) -> list[Item]:
 def held_means(records: Records, s: HeteroScale, part: str) -> dict[str, dict[str, Any]]:
     """Hold (a type, a cap, or ``free``) -> mean sum w c over seeds and the per-seed
     values, for ``part`` (``types`` or ``caps``), the free run from the schemes part."""
-    free = [
-        r
-        for r in records
-        if r["part"] == "schemes"
-        and r["scheme"] == PRIMARY
-        and r["arch"] == "ps"
-        and r["capacity"] == s.default_capacity
-    ]
+    free = [r for r in records if is_free_run(r, s, "ps")]
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if r["part"] == part:

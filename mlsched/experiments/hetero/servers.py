@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlsched.experiments.base import Check
-from mlsched.experiments.hetero.common import CLAIM_ARCHS, PRIMARY, HeteroScale, Item
+from mlsched.experiments.hetero.common import CLAIM_ARCHS, PRIMARY, HeteroScale, Item, is_free_run
 
 __all__ = ["SIZES_BY_H", "check_servers", "server_items", "server_means"]
 
@@ -51,12 +51,13 @@ def server_means(records: Records, s: HeteroScale) -> dict[str, list[dict[str, A
             runs = [
                 r
                 for r in records
-                if r["arch"] == arch
-                and r["capacity"] == s.default_capacity
-                and (
-                    (r["part"] == "servers" and r["scheme"] == f"{PRIMARY}-{sizes}")
-                    or (sizes == "mixed" and r["part"] == "schemes" and r["scheme"] == PRIMARY)
+                if (
+                    r["part"] == "servers"
+                    and r["arch"] == arch
+                    and r["capacity"] == s.default_capacity
+                    and r["scheme"] == f"{PRIMARY}-{sizes}"
                 )
+                or (sizes == "mixed" and is_free_run(r, s, arch))
             ]
             rows.append(
                 {

@@ -131,9 +131,11 @@ def p0_place(
 def _one_ps_host(f: TaskFiller, dem: JobDemand, n_ps: int, near: list[int]) -> int:
     """The server for all ``n_ps`` PSs: the first of the job's worker servers that holds
     them, else the PS server with the most free capacity among those that do; -1: none."""
-    for s in near:
-        if int(f.fit_counts(np.array([s], dtype=np.intp), dem.ps)[0]) >= n_ps:
-            return s
+    if near:
+        servers = np.array(near, dtype=np.intp)
+        holds = np.flatnonzero(f.fit_counts(servers, dem.ps) >= n_ps)
+        if len(holds):
+            return int(servers[holds[0]])
     room = f.fit_counts(dem.ps_servers, dem.ps)
     able = dem.ps_servers[room >= n_ps]
     return f.most_free(able, dem.ps) if len(able) else -1

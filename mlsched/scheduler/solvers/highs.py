@@ -37,7 +37,9 @@ import numpy as np
 
 if TYPE_CHECKING:  # scipy.optimize takes a third of a second to import: on first solve
     from scipy.optimize import Bounds
+    from scipy.sparse import csc_matrix
 
+from mlsched.scheduler.solvers.memo import active_memo, canonical
 from mlsched.scheduler.solvers.quiet import silenced, stdout_to_stderr
 
 __all__ = ["SolveResult", "SolveStatus", "solve_lp", "solve_milp"]
@@ -262,10 +264,60 @@ def solve_milp(
     kinds = np.ones(n) if integrality is None else np.asarray(integrality, dtype=float)
     if kinds.shape != (n,):
         raise ValueError(f"integrality: expected {n} entries, got shape {kinds.shape}")
-    if start is not None:
-        return _milp_from_start(
-            cost, A_ub, b_ub, A_eq, b_eq, kinds, _to_bounds(bounds, n), options, start, maximize
-        )
+    box = _to_bounds(bounds, n)
+
+    def run() -> SolveResult:
+        if start is not None:
+            return _milp_from_start(
+                cost, A_ub, b_ub, A_eq, b_eq, kinds, box, options, start, maximize
+            )
+        return _milp(cost, A_ub, b_ub, A_eq, b_eq, kinds, box, options, maximize)
+
+    memo = active_memo()
+    if memo is None:
+        return run()
+    A, row_lo, row_hi = _rows(A_ub, b_ub, A_eq, b_eq, n)
+    program = canonical(cost, A, row_lo, row_hi, box.lb, box.ub, kinds, options, start)
+    return _from_answer(memo.solve(program, lambda: _to_answer(run(), cost)))
+
+
+def _to_answer(res: SolveResult, cost: np.ndarray) -> dict[str, Any]:
+    """A result as a memo row (``objective_min``: the solver's-sense cost of ``x``)."""
+    return {
+        "status": res.status.value,
+        "x": res.x,
+        "objective": res.objective,
+        "objective_min": None if res.x is None else float(cost @ res.x),
+        "message": res.message,
+        "dual_bound": res.dual_bound,
+        "mip_gap": res.mip_gap,
+    }
+
+
+def _from_answer(answer: dict[str, Any]) -> SolveResult:
+    x = answer["x"]
+    return SolveResult(
+        SolveStatus(answer["status"]),
+        None if x is None else np.asarray(x, dtype=float),
+        answer["objective"],
+        answer["message"],
+        dual_bound=answer["dual_bound"],
+        mip_gap=answer["mip_gap"],
+    )
+
+
+def _milp(
+    cost: np.ndarray,
+    A_ub: Any,
+    b_ub: Any,
+    A_eq: Any,
+    b_eq: Any,
+    kinds: np.ndarray,
+    bounds: Bounds,
+    options: dict[str, Any],
+    maximize: bool,
+) -> SolveResult:
+    """:func:`solve_milp` through scipy, without a start."""
     from scipy.optimize import LinearConstraint, milp
 
     constraints = []
@@ -280,11 +332,33 @@ def solve_milp(
         res = milp(
             cost,
             integrality=kinds,
-            bounds=_to_bounds(bounds, n),
+            bounds=bounds,
             constraints=constraints or None,
             options=options,
         )
     return _result(res, maximize, "milp")
+
+
+def _rows(
+    A_ub: Any, b_ub: Any, A_eq: Any, b_eq: Any, n: int
+) -> tuple[csc_matrix, np.ndarray, np.ndarray]:
+    """The rows of both kinds as one matrix with ``row_lo <= A x <= row_hi``."""
+    from scipy.sparse import csc_matrix, vstack
+
+    blocks, lower, upper = [], [], []
+    for A, b, name, is_ub in ((A_ub, b_ub, "ub", True), (A_eq, b_eq, "eq", False)):
+        if A is None and b is None:
+            continue
+        if A is None or b is None:
+            raise ValueError(f"A_{name} and b_{name} go together")
+        rhs = np.atleast_1d(np.asarray(b, dtype=float))
+        blocks.append(csc_matrix(A, dtype=float))
+        lower.append(np.full(rhs.shape, -np.inf) if is_ub else rhs)
+        upper.append(rhs)
+    A = csc_matrix(vstack(blocks), dtype=float) if blocks else csc_matrix((0, n))
+    row_lo = np.concatenate(lower) if lower else np.zeros(0)
+    row_hi = np.concatenate(upper) if upper else np.zeros(0)
+    return A, row_lo, row_hi
 
 
 # HiGHS's model statuses, read as scipy's codes (see _status).
@@ -311,27 +385,13 @@ def _milp_from_start(
     maximize: bool,
 ) -> SolveResult:
     """:func:`solve_milp` through highspy, from the feasible point ``start``."""
-    from scipy.sparse import csc_matrix, vstack
-
     n = len(cost)
     x0 = np.asarray(start, dtype=float)
     if x0.shape != (n,) or not np.all(np.isfinite(x0)):
         raise ValueError(f"start: expected {n} finite values, got shape {x0.shape}")
-    blocks, lower, upper = [], [], []
-    for A, b, name, is_ub in ((A_ub, b_ub, "ub", True), (A_eq, b_eq, "eq", False)):
-        if A is None and b is None:
-            continue
-        if A is None or b is None:
-            raise ValueError(f"A_{name} and b_{name} go together")
-        rhs = np.atleast_1d(np.asarray(b, dtype=float))
-        blocks.append(csc_matrix(A, dtype=float))
-        lower.append(np.full(rhs.shape, -np.inf) if is_ub else rhs)
-        upper.append(rhs)
     lb = np.broadcast_to(np.asarray(bounds.lb, dtype=float), (n,))
     ub = np.broadcast_to(np.asarray(bounds.ub, dtype=float), (n,))
-    A = csc_matrix(vstack(blocks), dtype=float) if blocks else csc_matrix((0, n))
-    row_lo = np.concatenate(lower) if lower else np.zeros(0)
-    row_hi = np.concatenate(upper) if upper else np.zeros(0)
+    A, row_lo, row_hi = _rows(A_ub, b_ub, A_eq, b_eq, n)
     activity = A @ x0
     tol = 1e-6
     whole = kinds == 0

@@ -577,3 +577,20 @@ def test_cli_runs_oasis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     argv += ["-W", "servers=4", "--policy", "oasis", "--out", str(tmp_path / "run")]
     assert main(argv) == 0
     assert "oasis" in capsys.readouterr().out
+
+
+def test_a_job_arriving_beside_committed_load_pays_the_higher_prices() -> None:
+    """Prices are a function of the load committed in each slot (spec 001 (8)): the same
+    job arriving after another has been committed to the same slots pays more there. Two
+    fit side by side at the first one's shape here (4 workers on a worker server each,
+    their PSs on the one PS server), and their utility falls fast enough that the second
+    does not wait for free slots. The plausible bug: the policy handing the prices no load."""
+    falling = Utility(UtilityKind.LINEAR, {"value": 100.0, "deadline": 12.0})
+    jobs = [async_job(name, utility=falling) for name in ("first", "second")]
+    engine, policy, _ = run_jobs(jobs, horizon=40, until=1)
+    assert [d.admitted for d in policy.decisions] == [True, True], policy.decisions
+    plans = [engine.records[j.job_id].plan for j in jobs]
+    first, second = (set(p.slots) for p in plans if p is not None)
+    assert first & second  # the same slots: so the second faces the first's load there
+    costs = [d.cost for d in policy.decisions]
+    assert costs[0] < costs[1], costs

@@ -6,6 +6,8 @@ constants, rates) are tested in test_pdors.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from engine_helpers import make_engine
@@ -15,6 +17,7 @@ from mlsched.core.job import Arch, SyncMode
 from mlsched.core.utility import Utility
 from mlsched.engine.engine import Engine
 from mlsched.scheduler import Policy, create
+from mlsched.scheduler.pdors.policy import PdorsPolicy
 
 
 # The policy ------------------------------------------------------------------------------------------
@@ -142,3 +145,21 @@ def test_pd_ors_declares_the_jobs_it_models() -> None:
     pd = create("pd_ors")
     assert pd.supports(ps) and not pd.supports(ring)
     assert all(create(name).supports(ring) for name in ("fifo", "drf", "oasis"))
+
+
+def test_a_job_arriving_beside_committed_load_pays_the_higher_prices() -> None:
+    """PD-ORS's prices are a function of the load committed in each slot (spec 000 (12)):
+    the same job arriving after another was committed to the same slots pays more there.
+    On one machine both fit at once and the sigmoid's early target keeps the second from
+    waiting for free slots. The plausible bug: the policy handing the prices no load."""
+    policy = PdorsPolicy()
+    engine = _engine(_pd_cluster(1), policy)
+    jobs = [dataclasses.replace(_sync_job(j, value=500.0), max_workers=3) for j in ("a", "b")]
+    engine.submit_all(jobs)
+    engine.step()
+    assert [d.admitted for d in policy.decisions] == [True, True], policy.decisions
+    plans = [engine.records[j].plan for j in ("a", "b")]
+    first, second = (set(p.slots) for p in plans if p is not None)
+    assert first & second  # the same slots: so the second faces the first's load there
+    costs = [d.cost for d in policy.decisions]
+    assert costs[0] < costs[1], costs

@@ -208,3 +208,19 @@ def test_reproduce_writes_the_totals_into_the_readme_between_its_markers(
     assert "--readme" in capsys.readouterr().err
     assert readme.read_text() == f"# x\n{README_BEGIN}\n"
     assert main([*argv, "--readme", str(tmp_path / "missing.md")]) == 2
+
+
+def test_a_claim_tested_on_a_stand_in_says_so_in_its_row() -> None:
+    """A claim whose paper's data is not public is tested on a stand-in: its row names it
+    (a reader of the table alone must not take it for the paper's data); no other row
+    does."""
+    stood = [c for c in CLAIMS if c.stand_in]
+    assert stood and all(c.check for c in stood)
+    results = {PAPERS[c.spec][1]: _results(PAPERS[c.spec][1], [(c.check, True)]) for c in stood}
+    text = render(results, "x")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    for c in stood:
+        (row,) = [r for r in rows if f"| {c.id} |" in r and c.says in r]
+        assert f"stand-in: {c.stand_in}" in row
+        assert f"  - Stand-in: {c.stand_in}." in text
+    assert sum("stand-in:" in r for r in rows) == len(stood)

@@ -15,11 +15,11 @@ import yaml
 from cluster_helpers import controller, mlp_job
 
 from mlsched.cli import get_args_parser, main
-from mlsched.controller.tenancy import most_gpus
+from mlsched.controller.tenancy import QuotaError, most_gpus
 from mlsched.core.errors import SpecError
 from mlsched.core.job import JobSpec
 from mlsched.net.auth import ClientAuth, client_channel
-from mlsched.net.users import Quota, add_user, load_users, parse_users, token_digest
+from mlsched.net.users import Quota, User, add_user, load_users, parse_users, token_digest
 from mlsched.v1 import jobs_pb2, jobs_pb2_grpc
 
 OPERATOR = "operator-token"
@@ -258,3 +258,26 @@ def test_the_user_command_adds_lists_and_removes(
     assert load_users(path).identify(token) is None
     assert main(["user", "remove", "alice", "--users-file", str(path)]) == 2
     assert "field 'name'" in capsys.readouterr().err
+
+
+def test_the_queued_quota_counts_every_waiting_state_and_no_running_job(tmp_path: Path) -> None:
+    """The queued quota counts the jobs that wait for a place (pending, admitted, paused)
+    and none that runs, on a controller's own record of owners. Plausible bugs: admitted or
+    paused jobs escaping the count, running jobs counted as waiting."""
+    users = tmp_path / "users.yaml"
+    alice = add_user(users, "alice")
+    ctl = controller(tmp_path, token=OPERATOR, users_file=str(users))
+    try:
+        assert _submit(_stub(ctl.address, alice), mlp_job("a1"), mlp_job("a2")) == ["a1", "a2"]
+        user = User("alice", quota=Quota(queued=1))
+        one, two = (JobSpec.from_dict(mlp_job(j)) for j in ("a1", "a2"))
+        new = [JobSpec.from_dict(mlp_job("a3"))]
+        for state in ("pending", "admitted", "paused"):
+            with pytest.raises(QuotaError, match=r"quota\.queued.*1 wait"):
+                ctl.tenancy.check_quota(user, new, [(one, state), (two, "running")])
+        ctl.tenancy.check_quota(user, new, [(one, "running"), (two, "running")])
+        # Another user's waiting jobs are not alice's.
+        bob = User("bob", quota=Quota(queued=1))
+        ctl.tenancy.check_quota(bob, new, [(one, "pending"), (two, "pending")])
+    finally:
+        ctl.stop()

@@ -139,6 +139,8 @@ ENVIRONMENT = (
     ("MLSCHED_WORKERS", "worker processes of an experiment's pool (1: in this process)"),
     ("MLSCHED_EXECUTOR", "local or ray[:ADDRESS]: where an experiment's runs go (--executor)"),
     ("MLSCHED_RUN_CACHE", "a directory where experiments share simulated runs"),
+    ("MLSCHED_SOLVE_MEMO", "a memo of MILP answers to read back, each checked (make reproduce)"),
+    ("MLSCHED_SOLVE_MEMO_RECORD", "a directory that records every MILP answer (make solve-memo)"),
     ("MLSCHED_CLUSTER_STATE", "the emulated cluster's state file (mlsched cluster)"),
 )
 ENVIRONMENT_EPILOG = "environment (a flag given wins over its variable):\n" + "\n".join(

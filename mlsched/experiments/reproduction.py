@@ -244,6 +244,7 @@ def render(results: Mapping[str, Any], command: str) -> str:
             "-"
             if v.verdict in (NOT_TESTED, NOT_RUN) or res is None
             else f"`{res['experiment']}` {res['scale']}, {res['seeds']} seeds"
+            + (f"; stand-in: {_cell(v.claim.stand_in)}" if v.claim.stand_in else "")
         )
         charged = {None: "-", True: "holds", False: "does not hold"}[v.cluster]
         lines.append(
@@ -271,6 +272,8 @@ def render(results: Mapping[str, Any], command: str) -> str:
         for v in (v for v in rows if v.claim.spec == spec):
             lines += ["", f"- **{v.claim.id}** ({v.claim.figure}): {v.claim.says}.", ""]
             lines.append(f"  - Verdict: **{v.text}**.")
+            if v.claim.stand_in:
+                lines.append(f"  - Stand-in: {v.claim.stand_in}.")
             if v.claim.check:
                 lines.append(f"  - Check: \u201c{v.claim.check}\u201d.")
             for label, ok in v.additions:

@@ -62,3 +62,43 @@ def test_a_bad_out_stops_before_any_run(tmp_path: Path, capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         philly_scale.main(["--out", str(blocker / "sub" / "r.json"), "--jobs", "10"])
     assert "--out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("jobs", "policy", "res", "expected"),
+    [
+        (
+            100_000,
+            "fifo",
+            {"wall_s": 59.0, "peak_rss_mb": 2000.0},
+            {"goal_s": 60.0, "goal_met": True},
+        ),
+        (
+            100_000,
+            "fifo",
+            {"wall_s": 61.0, "peak_rss_mb": 2000.0},
+            {"goal_s": 60.0, "goal_met": False},
+        ),
+        (
+            100_000,
+            "drf",
+            {"wall_s": 100.0, "peak_rss_mb": 2049.0},
+            {"goal_s": 120.0, "goal_met": False},
+        ),
+        (
+            100_000,
+            "tiresias",
+            {"wall_s": 120.0, "peak_rss_mb": 2048.0},
+            {"goal_s": 120.0, "goal_met": True},
+        ),
+        (100_000, "fifo", {"error": "timed out"}, {}),  # no figures: no verdict
+        (99_999, "fifo", {"wall_s": 1.0, "peak_rss_mb": 1.0}, {}),  # goals are for 100,000
+        (100_000, "gadget", {"wall_s": 1.0, "peak_rss_mb": 1.0}, {}),  # no goal of its own
+    ],
+)
+def test_the_goal_rows_say_met_only_within_both_the_time_and_the_memory_goal(
+    jobs: int, policy: str, res: dict, expected: dict
+) -> None:
+    """The docs' goal rows come from ``goal``: met at or under both goals, missed over
+    either, and absent where the run has no figures or no goal."""
+    assert philly_scale.goal(jobs, policy, res) == expected

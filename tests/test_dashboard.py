@@ -45,6 +45,28 @@ def _metric_names(expr: str) -> set[str]:
     return {w for w in words if w.startswith("mlsched_")}
 
 
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_BY = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+_LABEL_VALUES = re.compile(r"label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_]\w*)\s*\)")
+
+
+def _label_uses(expr: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (metric, label) pairs of ``expr``'s selectors and ``label_values`` and the
+    labels its ``by`` clauses group on."""
+    selected = [
+        (metric, label)
+        for metric, body in _SELECTOR.findall(expr)
+        for label in _MATCHER.findall(body)
+    ] + _LABEL_VALUES.findall(expr)
+    grouped = [w.strip() for body in _BY.findall(expr) for w in body.split(",") if w.strip()]
+    return selected, grouped
+
+
+def _labels_of(scraped: dict[str, list[tuple[dict[str, str], float]]], name: str) -> set[str]:
+    return {k for labels, _ in scraped.get(name, []) for k in labels}
+
+
 def _gpu_heartbeats(address: str, stop: threading.Event) -> None:
     """Register ``gpu-m`` (no GPU capacity: no task is placed on it) and heartbeat the
     telemetry of two V100s until ``stop``."""
@@ -106,6 +128,19 @@ def test_every_panel_queries_metrics_a_running_controller_exports(
         for var in dashboard["templating"]["list"]:
             for name in _metric_names(var.get("definition", "")):
                 assert name in scraped, f"variable {var['name']} reads {name}"
+        # Every label a query selects or groups by is on the series it names: a selector on
+        # a label the series lacks matches nothing, and the panel stays empty.
+        for title, expr in [*targets, *((v["name"], v.get("definition", "")) for v in
+                                        dashboard["templating"]["list"])]:  # fmt: skip
+            selected, grouped = _label_uses(expr)
+            for metric, label in selected:
+                have = _labels_of(scraped, metric)
+                assert label in have, f"{title!r} selects {metric}{{{label}}}: labels {have}"
+            names = _metric_names(expr)
+            for label in grouped:
+                assert any(label in _labels_of(scraped, n) for n in names), (
+                    f"{title!r} groups by {label!r}, a label none of {sorted(names)} has"
+                )
         # The GPU machine's telemetry, labelled by agent, index, UUID and model.
         power = {(s["agent"], s["uuid"], s["model"]): v
                  for s, v in scraped["mlsched_gpu_power_watts"]}  # fmt: skip

@@ -32,7 +32,7 @@ from mlsched.testbed.emulated.netns import (
 from mlsched.testbed.emulated.shaping import read_rate_bits
 from mlsched.testbed.emulated.state import ClusterState, ProcessEntry, process_start_time
 from mlsched.testbed.emulated.topology import DATA_NET, MGMT_NETS, EmulationSpec, plan_network
-from mlsched.trainers.cpu_share import group_pids
+from mlsched.trainers.cpu_share import cpu_control, group_pids
 
 pytestmark = pytest.mark.processes  # training processes: one such test at a time
 
@@ -211,13 +211,16 @@ def test_cluster_up_then_down_after_a_crash(tmp_path: Path) -> None:
         procs = {p.name: p for p in state.processes}
         assert set(procs) == {"controller", "h0", "h1"} and all(p.alive() for p in procs.values())
         assert procs["h0"].netns == info["hosts"][0]["netns"] and procs["controller"].netns == ""
-        # Each agent runs in its host's cpu group (where the machine has the controller).
+        # Each agent runs in its host's cpu group where the machine has the controller, and
+        # no host has one where it has not.
         groups = {ns: Path(g) for ns, g in state.cpu_groups.items()}
         assert info["cpu_groups"] == state.cpu_groups
-        for name in ("h0", "h1"):
-            group = groups.get(procs[name].netns)
-            if group is not None:
-                assert procs[name].pid in group_pids(group)
+        if cpu_control()[0] is None:
+            assert groups == {}
+        else:
+            for name in ("h0", "h1"):
+                assert procs[name].netns in groups, f"{name} has no cpu group: {groups}"
+                assert procs[name].pid in group_pids(groups[procs[name].netns])
         # The agents registered with their namespace addresses as their hosts, in their racks.
         status = _mlsched(
             "status", "--json", "--controller", state.controller,

@@ -18,7 +18,7 @@ from mlsched.controller.runs import TaskSettings, plan_from_dict, plan_to_dict, 
 from mlsched.core.errors import SpecError
 from mlsched.core.job import TRAINING_KEYS, JobSpec
 from mlsched.core.tasks import LaunchKind, NodeLaunch
-from mlsched.core.train_config import JOB_SETTINGS, TrainConfig, check_settings
+from mlsched.core.train_config import JOB_SETTINGS, Role, TrainConfig, check_settings
 from mlsched.net.task_wire import config_from_proto, config_to_proto, task_from_proto, task_to_proto
 from mlsched.trainers.__main__ import build_parser, config_from_args
 from mlsched.trainers.launch import node_command
@@ -111,14 +111,9 @@ def test_the_proto_has_exactly_the_configs_fields() -> None:
     assert proto == {f.name for f in fields(TrainConfig)}
 
 
-configs = st.builds(
-    TrainConfig,
+#: The fields every architecture draws alike.
+_COMMON = dict(
     model=st.sampled_from(["mlp", "resnet20"]),
-    arch=st.just("allreduce"),
-    num_workers=st.integers(1, 64),
-    num_ps=st.just(0),
-    backend=st.sampled_from(["ddp", "horovod"]),
-    launcher=st.sampled_from(["torchrun", "direct"]),
     stop_step=st.integers(0, 10**9),
     checkpoint_dir=st.text("abc/_-", min_size=1, max_size=20).map(lambda t: "/" + t),
     lr=st.floats(1e-6, 10.0),
@@ -132,6 +127,36 @@ configs = st.builds(
     device=st.sampled_from(["cpu", "cuda", "auto"]),
 )
 
+allreduce_configs = st.builds(
+    TrainConfig,
+    arch=st.just("allreduce"),
+    num_workers=st.integers(1, 64),
+    num_ps=st.just(0),
+    backend=st.sampled_from(["ddp", "horovod"]),
+    launcher=st.sampled_from(["torchrun", "direct"]),
+    **_COMMON,
+)
+
+
+@st.composite
+def ps_configs(draw: st.DrawFn) -> TrainConfig:
+    """A PS job's worker or PS, async or sync, at any rank its role has."""
+    workers, ps = draw(st.integers(1, 64)), draw(st.integers(1, 16))
+    role = draw(st.sampled_from([Role.WORKER, Role.PS]))
+    rank = draw(st.integers(0, (workers if role is Role.WORKER else ps) - 1))
+    return TrainConfig(
+        arch="ps",
+        mode=draw(st.sampled_from(["async", "sync"])),
+        role=role,
+        rank=rank,
+        num_workers=workers,
+        num_ps=ps,
+        **{name: draw(strategy) for name, strategy in _COMMON.items()},
+    )
+
+
+configs = st.one_of(allreduce_configs, ps_configs())
+
 
 @settings(max_examples=200, deadline=None)
 @given(cfg=configs)
@@ -140,10 +165,13 @@ def test_a_config_survives_the_wire_the_store_and_the_command_line(cfg: TrainCon
     parsed = config_from_args(build_parser().parse_args(cfg.to_args()))
     assert parsed == cfg
     sizes = (cfg.num_workers,)
-    kind = LaunchKind.HOROVOD if cfg.backend.value == "horovod" else LaunchKind.TORCHRUN
     from mlsched.core.tasks import TaskPlan
 
-    plan = TaskPlan("t.g1.n0", replace(cfg, launcher="torchrun"), NodeLaunch(kind, 0, sizes), 1)
+    if cfg.arch == "ps":  # one process a task
+        plan = TaskPlan("t.g1.n0", cfg, NodeLaunch(LaunchKind.DIRECT), 1)
+    else:
+        kind = LaunchKind.HOROVOD if cfg.backend.value == "horovod" else LaunchKind.TORCHRUN
+        plan = TaskPlan("t.g1.n0", replace(cfg, launcher="torchrun"), NodeLaunch(kind, 0, sizes), 1)
     assert task_from_proto(task_to_proto(plan)) == plan
     assert plan_from_dict(plan_to_dict(plan)) == plan
 

@@ -182,10 +182,11 @@ def _replays_the_same(db: Path) -> None:
 
     outcome = replay_state(db)
     assert outcome.first_difference is None, outcome.describe()
-    # Allocations are the placements held after each slot: a job that starts and finishes
-    # inside one slot holds none, so on a fast machine one of the two may never be seen.
-    # The tampered replay below shows the comparison can fail.
-    assert outcome.slots >= 2 and sum(len(d.allocations) for d in outcome.replayed) >= 1
+    # Allocations are the placements held after each slot; each job's UNITS span more
+    # than one slot, so both are held after some slot, and the comparison covers both
+    # jobs' layouts. The tampered replay below shows the comparison can fail.
+    held = {job for d in outcome.replayed for job, _ in d.allocations}
+    assert outcome.slots >= 2 and held == {"ring", "ps"}, outcome.describe()
     assert sum(len(d.admissions) for d in outcome.replayed) == 2
     tampered = db.with_name("tampered.db")
     with sqlite3.connect(db) as src, sqlite3.connect(tampered) as dst:

@@ -64,36 +64,20 @@ def test_a_bad_out_stops_before_any_run(tmp_path: Path, capsys: pytest.CaptureFi
     assert "--out" in capsys.readouterr().err
 
 
+def _figures(wall_s: float, rss_mb: float) -> dict[str, float]:
+    return {"wall_s": wall_s, "peak_rss_mb": rss_mb}
+
+
 @pytest.mark.parametrize(
     ("jobs", "policy", "res", "expected"),
     [
-        (
-            100_000,
-            "fifo",
-            {"wall_s": 59.0, "peak_rss_mb": 2000.0},
-            {"goal_s": 60.0, "goal_met": True},
-        ),
-        (
-            100_000,
-            "fifo",
-            {"wall_s": 61.0, "peak_rss_mb": 2000.0},
-            {"goal_s": 60.0, "goal_met": False},
-        ),
-        (
-            100_000,
-            "drf",
-            {"wall_s": 100.0, "peak_rss_mb": 2049.0},
-            {"goal_s": 120.0, "goal_met": False},
-        ),
-        (
-            100_000,
-            "tiresias",
-            {"wall_s": 120.0, "peak_rss_mb": 2048.0},
-            {"goal_s": 120.0, "goal_met": True},
-        ),
+        (100_000, "fifo", _figures(59, 2000), {"goal_s": 60.0, "goal_met": True}),
+        (100_000, "fifo", _figures(61, 2000), {"goal_s": 60.0, "goal_met": False}),
+        (100_000, "drf", _figures(100, 2049), {"goal_s": 120.0, "goal_met": False}),
+        (100_000, "tiresias", _figures(120, 2048), {"goal_s": 120.0, "goal_met": True}),
         (100_000, "fifo", {"error": "timed out"}, {}),  # no figures: no verdict
-        (99_999, "fifo", {"wall_s": 1.0, "peak_rss_mb": 1.0}, {}),  # goals are for 100,000
-        (100_000, "gadget", {"wall_s": 1.0, "peak_rss_mb": 1.0}, {}),  # no goal of its own
+        (99_999, "fifo", _figures(1, 1), {}),  # goals are for 100,000
+        (100_000, "gadget", _figures(1, 1), {}),  # no goal of its own
     ],
 )
 def test_the_goal_rows_say_met_only_within_both_the_time_and_the_memory_goal(

@@ -265,18 +265,16 @@ def solve_milp(
     if kinds.shape != (n,):
         raise ValueError(f"integrality: expected {n} entries, got shape {kinds.shape}")
     box = _to_bounds(bounds, n)
+    A, row_lo, row_hi = _rows(A_ub, b_ub, A_eq, b_eq, n)
 
     def run() -> SolveResult:
         if start is not None:
-            return _milp_from_start(
-                cost, A_ub, b_ub, A_eq, b_eq, kinds, box, options, start, maximize
-            )
-        return _milp(cost, A_ub, b_ub, A_eq, b_eq, kinds, box, options, maximize)
+            return _milp_from_start(cost, A, row_lo, row_hi, kinds, box, options, start, maximize)
+        return _milp(cost, A, row_lo, row_hi, kinds, box, options, maximize)
 
     memo = active_memo()
     if memo is None:
         return run()
-    A, row_lo, row_hi = _rows(A_ub, b_ub, A_eq, b_eq, n)
     program = canonical(cost, A, row_lo, row_hi, box.lb, box.ub, kinds, options, start)
     return _from_answer(memo.solve(program, lambda: _to_answer(run(), cost)))
 
@@ -308,32 +306,23 @@ def _from_answer(answer: dict[str, Any]) -> SolveResult:
 
 def _milp(
     cost: np.ndarray,
-    A_ub: Any,
-    b_ub: Any,
-    A_eq: Any,
-    b_eq: Any,
+    A: csc_matrix,
+    row_lo: np.ndarray,
+    row_hi: np.ndarray,
     kinds: np.ndarray,
     bounds: Bounds,
     options: dict[str, Any],
     maximize: bool,
 ) -> SolveResult:
-    """:func:`solve_milp` through scipy, without a start."""
+    """:func:`solve_milp` through scipy, without a start (rows as :func:`_rows` makes them)."""
     from scipy.optimize import LinearConstraint, milp
 
-    constraints = []
-    for A, lo, b, name in ((A_ub, True, b_ub, "ub"), (A_eq, False, b_eq, "eq")):
-        if A is None and b is None:
-            continue
-        if A is None or b is None:
-            raise ValueError(f"A_{name} and b_{name} go together")
-        rhs = np.atleast_1d(np.asarray(b, dtype=float))
-        constraints.append(LinearConstraint(A, np.full(rhs.shape, -np.inf) if lo else rhs, rhs))
     with stdout_to_stderr():
         res = milp(
             cost,
             integrality=kinds,
             bounds=bounds,
-            constraints=constraints or None,
+            constraints=LinearConstraint(A, row_lo, row_hi) if A.shape[0] else None,
             options=options,
         )
     return _result(res, maximize, "milp")
@@ -374,10 +363,9 @@ _FROM_HIGHS = {
 
 def _milp_from_start(
     cost: np.ndarray,
-    A_ub: Any,
-    b_ub: Any,
-    A_eq: Any,
-    b_eq: Any,
+    A: csc_matrix,
+    row_lo: np.ndarray,
+    row_hi: np.ndarray,
     kinds: np.ndarray,
     bounds: Bounds,
     options: dict[str, Any],
@@ -391,7 +379,6 @@ def _milp_from_start(
         raise ValueError(f"start: expected {n} finite values, got shape {x0.shape}")
     lb = np.broadcast_to(np.asarray(bounds.lb, dtype=float), (n,))
     ub = np.broadcast_to(np.asarray(bounds.ub, dtype=float), (n,))
-    A, row_lo, row_hi = _rows(A_ub, b_ub, A_eq, b_eq, n)
     activity = A @ x0
     tol = 1e-6
     whole = kinds == 0

@@ -43,6 +43,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -242,8 +243,6 @@ class SolveMemo:
                 return answer
         with self._lock:
             self.misses += 1
-        import time
-
         t0 = time.perf_counter()
         answer = solve()
         took = time.perf_counter() - t0

@@ -494,6 +494,30 @@ def test_stall_is_detected_when_nothing_is_allocated(
     assert "stalled at slot 8 with 1 active jobs" in caplog.text
 
 
+def test_a_livelock_stalls_where_a_long_start_up_does_not() -> None:
+    """Preemptive LAS whose start-up outlasts the slot moves every job before it ever
+    iterates (each slot's newcomer has less attained service): allocated every slot, no
+    progress, for ever, which the engine ends as a stall. FIFO with the same start-up
+    keeps its jobs placed, pays it once and finishes."""
+    import dataclasses
+
+    from mlsched.engine.builder import SimulationConfig, simulate
+    from mlsched.testbed.experiment import testbed_workload
+    from mlsched.testbed.fidelity.experiment import FIDELITY_SPEC, fidelity_jobs
+
+    workload = testbed_workload(FIDELITY_SPEC, fidelity_jobs("default"), 10.0)
+    truth = TruthConfig(startup_s=30.0, restart_s=25.0)  # three slots, then two and a half
+    las = simulate(workload, SimulationConfig("tiresias", truth=truth, stall_slots=20),
+                   cache=False)  # fmt: skip
+    assert las.stalled and las.slots < 60
+    assert all(r.progress == 0 for r in las.records.values())
+    assert sum(r.restarts for r in las.records.values()) > 8
+    one = dataclasses.replace(workload, jobs=workload.jobs[:1])
+    fifo = simulate(one, SimulationConfig("fifo", truth=truth, stall_slots=4), cache=False)
+    assert not fifo.stalled  # three slots of start-up with nothing else to do: no stall
+    assert all(r.state is JobState.DONE for r in fifo.records.values())
+
+
 def test_a_horizon_runs_to_its_end_instead_of_stalling(tiny_cluster: Cluster) -> None:
     engine = make_engine(tiny_cluster, IdlePolicy(), horizon=12, stall_slots=5)
     engine.submit(gpu_job("waiting"))

@@ -114,6 +114,7 @@ class Engine:
         self._util_rows: list[np.ndarray] = []
         self.model_errors = ModelErrors()
         self._idle = 0
+        self._stuck = 0  # slots in a row with jobs allocated and none progressing
         self._seed = seed
         self._catalogue = tuple(j.public() for j in catalogue)
         self._parked: dict[str, JobRecord] = {}  # admitted, but the policy could not re-admit
@@ -316,6 +317,10 @@ class Engine:
         report = self.executor.collect(t)
         self._account(t, allocation, report, now, others, ending)
         self._idle = 0 if (allocation or arrived) else self._idle + 1
+        # A policy that moves every job before its start-up is paid (a preemptive LAS whose
+        # restart outlasts a slot) allocates each slot and finishes nothing, for ever.
+        moved = bool(now) or arrived > 0 or any(p.units > 0 for p in report.progress.values())
+        self._stuck = 0 if (moved or not allocation) else self._stuck + 1
         self.slot += 1
         return report
 
@@ -336,12 +341,13 @@ class Engine:
         return not self._arrivals and not self._active and not self._parked
 
     def stalled(self) -> bool:
-        """Active jobs, no pending arrivals, and nothing allocated for ``stall_slots``."""
+        """Active jobs, no pending arrivals, and for ``stall_slots`` slots nothing allocated,
+        or jobs allocated and none of them progressing (a livelock)."""
         return (
             self.horizon is None
             and not self._arrivals
             and bool(self._active)
-            and self._idle >= self.stall_slots
+            and max(self._idle, self._stuck) >= self.stall_slots
         )
 
     def run(
@@ -377,9 +383,11 @@ class Engine:
             if self.stalled():
                 stalled = True
                 log.warning(
-                    "[engine] stalled at slot %d with %d active jobs that no allocation serves",
+                    "[engine] stalled at slot %d with %d active jobs: %s for %d slots",
                     self.slot,
                     len(self._active),
+                    "none allocated" if self._idle else "allocated, none progressing",
+                    self.stall_slots,
                 )
                 break
         return stalled

@@ -392,7 +392,7 @@ def run_emulated_experiment(args: argparse.Namespace, policies: tuple[str, ...])
 EMULATED_EXPERIMENTS = {
     "fidelity": "the simulator against the testbed: 8 jobs of 3 kinds under fifo/drf/las2d "
     "for real on an emulated cluster with device slices vs simulated with its measured "
-    "profile; per-job and per-policy errors, ranking, ablation (root, ~14 min)",
+    "profile; per-job and per-policy errors, ranking, ablation (root, ~40 min on 2 cores)",
     "testbed": "policies for real on an emulated cluster (--emulate, root): 4 small jobs, "
     "JCT measured beside simulated",
 }

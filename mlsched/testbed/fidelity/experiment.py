@@ -65,14 +65,16 @@ _IMAGE = {"mlp": 32, "resnet20": _IMAGE_SIZE, "vgg11-narrow": 32}
 _KIND = {"ps_async": ("ps", "async"), "ps_sync": ("ps", "sync"), "ring": ("allreduce", "sync")}
 
 
-def _job(job_id: str, model: str, kind: str, workers: int, units: int, arrival: int) -> dict:
+def _job(
+    job_id: str, model: str, kind: str, workers: int, units: int, arrival: int, batch: int = 8
+) -> dict:
     arch, sync = _KIND[kind]
     job: dict[str, Any] = {
         "job_id": job_id,
         "model": model,
         "arch": arch,
         "sync": sync,
-        "batch_size": 8,
+        "batch_size": batch,
         "batches_per_chunk": units,  # mini-batches: a 2-worker step does two
         "max_workers": workers,
         "requested_workers": workers,
@@ -103,14 +105,16 @@ SCALES: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
         ],
         FIDELITY_POLICIES,
     ),
+    # Mini-batches of 64: compute is most of an iteration (about 0.034 of 0.043 s), as in
+    # the jobs a cluster runs, so a simulator that gets compute wrong shows it.
     "smoke": (
         [
-            _job("mlp-a", "mlp", "ps_async", 1, 1000, 0),
-            _job("mlp-ring-b", "mlp", "ring", 2, 1000, 0),
-            _job("mlp-sync-c", "mlp", "ps_sync", 2, 600, 0),
-            _job("mlp-d", "mlp", "ps_async", 1, 500, 1),
+            _job("mlp-a", "mlp", "ps_async", 1, 300, 0, batch=64),
+            _job("mlp-ring-b", "mlp", "ring", 2, 600, 0, batch=64),
+            _job("mlp-sync-c", "mlp", "ps_sync", 2, 360, 0, batch=64),
+            _job("mlp-d", "mlp", "ps_async", 1, 150, 1, batch=64),
         ],
-        ("fifo", "las2d"),
+        ("las2d", "tiresias"),  # tiresias preempts: the form's restarts
     ),
 }
 
@@ -121,10 +125,11 @@ def fidelity_jobs(scale: str = "default") -> list[dict[str, Any]]:
     return [dict(j) for j in SCALES[scale][0]]
 
 
-def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
+def profile_settings(spec: EmulationSpec = FIDELITY_SPEC, batch_size: int = 8) -> Settings:
     """What the jobs run with, in the slices the cluster gives them."""
     return Settings(
-        steps=SLICED_STEPS, warmup=10, resume_steps=5, batch_size=8, image_size=_IMAGE_SIZE,
+        steps=SLICED_STEPS, warmup=10, resume_steps=5, batch_size=batch_size,
+        image_size=_IMAGE_SIZE,
         num_samples=_SAMPLES,
         image_sizes=tuple(sorted((m, px) for m, px in _IMAGE.items() if px != _IMAGE_SIZE)),
         device_cores=spec.device_cores, ps_cores=spec.ps_cores,
@@ -132,11 +137,19 @@ def profile_settings(spec: EmulationSpec = FIDELITY_SPEC) -> Settings:
     )  # fmt: skip
 
 
+def _batch(jobs: Sequence[dict[str, Any]]) -> int:
+    """The one mini-batch size of the jobs, which their cells are measured at."""
+    sizes = {int(j["batch_size"]) for j in jobs}
+    if len(sizes) != 1:
+        raise ValueError(f"jobs: batch sizes {sorted(sizes)}: one for every job of a form")
+    return sizes.pop()
+
+
 def _measure_profile(
     jobs: Sequence[dict[str, Any]], spec: EmulationSpec, path: Path, say: Callable[[str], None]
 ) -> Profile:
     # The cells at once where their slices fit the machine: the real runs' jobs share it so.
-    cells, settings = cells_for_jobs(jobs), profile_settings(spec)
+    cells, settings = cells_for_jobs(jobs), profile_settings(spec, _batch(jobs))
     run = run_grid(cells, settings, path, device_type=spec.gpu_type, say=say,
                    at_once=cells_at_once(cells.cells(), settings))  # fmt: skip
     if run.failed:
@@ -158,7 +171,11 @@ def _measure_through_agents(
 
     # The agents run each task in its slice and a launcher per host: theirs to decide.
     settings = dataclasses.replace(
-        profile_settings(spec), steps=30, device_cores=None, ps_cores=None, ranks_per_node=None
+        profile_settings(spec, _batch(jobs)),
+        steps=30,
+        device_cores=None,
+        ps_cores=None,
+        ranks_per_node=None,
     )
     with EmulatedCluster.create(spec, run_dir / "state.json") as cluster:
         ctl = emulated_controller(cluster, policy="fifo", slot_seconds=2.0)
@@ -243,7 +260,7 @@ def run_fidelity(
             for name, truth in truths.items()
         }
         servers = tuple(s.name for s in as_run.cluster.servers)
-        runs.append(FidelityRun(policy, measured, simulated, servers))
+        runs.append(FidelityRun(policy, measured, simulated, servers, as_run.cluster.to_dict()))
     unisolated = None
     if ablate_isolation:
         bare = dataclasses.replace(spec, device_cores=None, ps_cores=None, isolate_cpu=False)

@@ -12,27 +12,28 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlsched.engine.results import RunResult
+from mlsched.engine.results import JobRecord, RunResult
 from mlsched.engine.summary import jct_s
 from mlsched.experiments.base import Check
 
 __all__ = [
     "GOAL_JOB",
     "GOAL_POLICY",
-    "REGRESSION",
-    "REGRESSION_POLICY",
     "TIE",
     "FidelityRun",
     "ablation_rows",
     "fidelity_checks",
     "fidelity_report",
+    "iteration_medians",
+    "job_row",
     "pooled_checks",
-    "regression_checks",
+    "same_ranking",
+    "signed_error",
     "write_plots",
 ]
 
@@ -41,14 +42,6 @@ GOAL_JOB = 0.10
 GOAL_POLICY = 0.10
 #: Measured means closer than this (relative) are a tie for the ranking.
 TIE = 0.05
-#: The smaller form's regression bounds (one run, 4 jobs a policy): above the noise one run
-#: shows on the 2-core machine, below what the known regressions cost. Per job (the median
-#: over 8 job runs): runs met 5.9-14.4 %, and without start-up and restart costs it is
-#: 36-58 %. A policy's mean over its 4 jobs is noisier: 17.6-19 % (fifo) and 25 % (las2d,
-#: mean JCT 24.5 s, where one 10-s slot is 40 %) in runs that met the goals when repeated.
-#: docs/testing.md, the fidelity form.
-REGRESSION = 0.25
-REGRESSION_POLICY = 0.40
 MAIN = "profile"
 
 
@@ -60,19 +53,27 @@ class FidelityRun:
     measured: RunResult
     simulated: dict[str, RunResult]
     servers: tuple[str, ...] = ()  # as the real run's engine numbered them
+    #: The cluster as the real run's engine numbered it (``Cluster.to_dict``): what a
+    #: recorded run is simulated again on (:mod:`mlsched.testbed.fidelity.noise`).
+    cluster: dict[str, Any] | None = None
 
     def jobs(self, truth: str = MAIN) -> list[dict[str, Any]]:
-        """Per job: JCT measured and simulated (seconds, None if unfinished) and the error."""
-        sim = self.simulated[truth]
+        """Per job: JCT measured and simulated (seconds, None if unfinished), the error
+        (absolute and signed), the restarts and the median seconds per iteration on each
+        side (the agents' measurements; the simulator's truth)."""
+        sim, iters = self.simulated[truth], iteration_medians(self.measured)
+        iters_sim = iteration_medians(sim)
         rows = []
         for job_id, rec in sorted(self.measured.records.items()):
-            jm = jct_s(rec, self.measured.slot_seconds)
-            other = sim.records.get(job_id)
-            js = jct_s(other, sim.slot_seconds) if other is not None else None
-            rows.append(
-                {"job_id": job_id, "policy": self.policy, "jct_measured_s": jm,
-                 "jct_simulated_s": js, "error": _error(js, jm)}
-            )  # fmt: skip
+            measured = {
+                "job_id": job_id, "policy": self.policy,
+                "jct_measured_s": jct_s(rec, self.measured.slot_seconds),
+                "restarts_measured": rec.restarts, "iteration_measured_s": iters.get(job_id),
+                "started_slot_measured": rec.started_slot,
+                "slots_run_measured": rec.slots_run,
+                "placement_measured": placement_text(rec, self.servers),
+            }  # fmt: skip
+            rows.append(job_row(measured, sim, self.servers, iters_sim))
         return rows
 
     def means(self, truth: str = MAIN) -> tuple[float | None, float | None]:
@@ -90,7 +91,72 @@ class FidelityRun:
             "mean_error": _error(s, m),
             "slots_measured": self.measured.slots,
             "slots_simulated": self.simulated[MAIN].slots,
+            "cluster": self.cluster,
         }
+
+
+def job_row(
+    measured: Mapping[str, Any],
+    sim: RunResult,
+    servers: Sequence[str] = (),
+    iters: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """A job's row: its measured side (``job_id``, ``policy``, ``jct_measured_s``,
+    ``restarts_measured``, ``iteration_measured_s``, ``started_slot_measured``,
+    ``placement_measured``) beside what ``sim`` gives it (``servers``: its servers' names by
+    index; ``iters``: :func:`iteration_medians` of ``sim``, when already at hand)."""
+    iters = iteration_medians(sim) if iters is None else iters
+    job_id, jm = measured["job_id"], measured["jct_measured_s"]
+    other = sim.records.get(job_id)
+    js = jct_s(other, sim.slot_seconds) if other is not None else None
+    return {
+        "job_id": job_id, "policy": measured["policy"],
+        "jct_measured_s": jm, "jct_simulated_s": js,
+        "error": _error(js, jm), "signed_error": signed_error(js, jm),
+        "restarts_measured": measured.get("restarts_measured"),
+        "restarts_simulated": other.restarts if other is not None else None,
+        "iteration_measured_s": measured.get("iteration_measured_s"),
+        "iteration_simulated_s": iters.get(job_id),
+        "started_slot_measured": measured.get("started_slot_measured"),
+        "started_slot_simulated": other.started_slot if other is not None else None,
+        "slots_run_measured": measured.get("slots_run_measured"),
+        "slots_run_simulated": other.slots_run if other is not None else None,
+        "placement_measured": measured.get("placement_measured"),
+        "placement_simulated": placement_text(other, servers) if other is not None else None,
+    }  # fmt: skip
+
+
+def placement_text(record: JobRecord, names: Sequence[str]) -> str | None:
+    """The job's last placement by server name (``h0+h2 ps h0``; ``names``: the servers
+    by index); None if never placed. Where a job ran decides its links."""
+    p = record.last_placement
+    if p is None:
+        return None
+
+    def side(pairs: tuple[tuple[int, int], ...]) -> str:
+        return "+".join(
+            (names[s] if s < len(names) else str(s)) + (f"x{n}" if n > 1 else "") for s, n in pairs
+        )
+
+    return side(p.workers) + (f" ps {side(p.ps)}" if p.ps else "")
+
+
+def iteration_medians(result: RunResult) -> dict[str, float]:
+    """Per job, the median of its slots' measured seconds per iteration (a slot's first
+    iterations after a start are the agents' to leave out; the median keeps one slow slot
+    from moving it)."""
+    by_job: dict[str, list[float]] = {}
+    for e in result.model_errors:
+        if e.measured_s > 0:
+            by_job.setdefault(e.job_id, []).append(e.measured_s)
+    return {job_id: statistics.median(v) for job_id, v in by_job.items()}
+
+
+def signed_error(simulated: float | None, measured: float | None) -> float | None:
+    """``(simulated - measured) / measured``; None where either is missing."""
+    if simulated is None or measured is None or measured <= 0:
+        return None
+    return (simulated - measured) / measured
 
 
 def _error(simulated: float | None, measured: float | None) -> float:
@@ -120,18 +186,33 @@ def _same_ranking(
     means: Mapping[str, tuple[float | None, float | None]], tie: float = TIE
 ) -> tuple[bool, str]:
     """Whether the simulated means order the policies as the measured ones (ties aside)."""
+    same, detail, _ = same_ranking(means, tie)
+    return same, detail
+
+
+def same_ranking(
+    means: Mapping[str, tuple[float | None, float | None]],
+    tie: float | Callable[[str, str], float] = TIE,
+) -> tuple[bool, str, int]:
+    """Whether the simulated means order the policies as the measured ones, where the
+    measured means are more than ``tie`` apart (relative to the smaller; a function of the
+    two policies where each pair has its own); the order of each side, and how many pairs
+    were that far apart (the others either order matches)."""
     if any(m is None or s is None for m, s in means.values()):
-        return False, "a policy finished no job on one side"
+        return False, "a policy finished no job on one side", 0
     order_m = sorted(means, key=lambda p: means[p][0] or 0.0)
     order_s = sorted(means, key=lambda p: means[p][1] or 0.0)
+    detail = f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
+    same, decided = True, 0
     for i, a in enumerate(order_m):
         for b in order_m[i + 1 :]:
             ma, mb = means[a][0] or 0.0, means[b][0] or 0.0
-            if (mb - ma) / ma <= tie:
+            if (mb - ma) / ma <= (tie(a, b) if callable(tie) else tie):
                 continue  # a tie on the testbed: either order
+            decided += 1
             if order_s.index(a) > order_s.index(b):
-                return False, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
-    return True, f"measured {' < '.join(order_m)}, simulated {' < '.join(order_s)}"
+                same = False
+    return same, detail, decided
 
 
 def _goal_checks(
@@ -186,18 +267,6 @@ def pooled_checks(results: Sequence[Mapping[str, Any]]) -> list[Check]:
         for run in res["runs"]:
             by_policy.setdefault(run["policy"], []).extend(run["jobs"])
     return _goal_checks(by_policy)
-
-
-def regression_checks(
-    result: Mapping[str, Any], job: float = REGRESSION, policy: float = REGRESSION_POLICY
-) -> list[Check]:
-    """The goals' checks over one run (``results.json`` contents) at the regression bounds
-    in place of the goals (``job`` for the per-job median, ``policy`` for each policy's mean
-    and as the ranking's tie): what one run of the smaller form can hold on a machine whose
-    speed drifts, and what a regression (costs not charged, the wrong slices, another
-    placement) breaks."""
-    by_policy = {run["policy"]: run["jobs"] for run in result["runs"]}
-    return _goal_checks(by_policy, job_goal=job, policy_goal=policy, tie=policy)
 
 
 def ablation_rows(

@@ -22,7 +22,7 @@ from mlsched.core.errors import SpecError
 from mlsched.testbed.emulated.cluster import EmulatedCluster
 from mlsched.testbed.emulated.netns import EmulationUnavailable, missing_requirements
 from mlsched.testbed.emulated.topology import EmulationSpec
-from mlsched.trainers.cpu_share import PERIOD_US, WEIGHT, cpu_control
+from mlsched.trainers.cpu_share import CPU_MOUNT_ENV, PERIOD_US, WEIGHT, cpu_control
 
 pytestmark = pytest.mark.processes
 
@@ -51,6 +51,30 @@ def test_the_cpu_controller_is_found_in_v1_and_v2_mounts(tmp_path: Path) -> None
     (v2 / "cgroup.controllers").write_text("memory pids\n")
     control, why = cpu_control(mounts)
     assert control is None and "no cgroup cpu controller" in why
+
+
+def test_a_cluster_s_own_mount_is_used_before_another_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a namespace every emulated cluster's bind of the hierarchy is visible, a
+    crashed one's too: an agent that took the first would make its tasks' groups through a
+    mount another cluster's teardown unmounts (the first mount found, before this rule)."""
+    stale, own = tmp_path / "cgroup-old", tmp_path / "cgroup-new"
+    stale.mkdir()
+    own.mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        f"cgroup {stale} cgroup rw,relatime,cpu 0 0\ncgroup {own} cgroup rw,relatime,cpu 0 0\n"
+    )
+    monkeypatch.delenv(CPU_MOUNT_ENV, raising=False)
+    control, _ = cpu_control(mounts)
+    assert control is not None and control.root == stale
+    monkeypatch.setenv(CPU_MOUNT_ENV, str(own))
+    control, _ = cpu_control(mounts)
+    assert control is not None and control.root == own
+    monkeypatch.setenv(CPU_MOUNT_ENV, str(tmp_path / "not-mounted"))
+    control, _ = cpu_control(mounts)
+    assert control is not None and control.root == stale  # named but absent: the first
 
 
 def test_a_share_that_oversubscribes_the_machine_is_refused_by_name() -> None:

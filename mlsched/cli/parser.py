@@ -142,6 +142,7 @@ ENVIRONMENT = (
     ("MLSCHED_SOLVE_MEMO", "a memo of MILP answers to read back, each checked (make reproduce)"),
     ("MLSCHED_SOLVE_MEMO_RECORD", "a directory that records every MILP answer (make solve-memo)"),
     ("MLSCHED_CLUSTER_STATE", "the emulated cluster's state file (mlsched cluster)"),
+    ("MLSCHED_CPU_MOUNT", "the cpu cgroup mount to use first (set by an emulated cluster)"),
 )
 ENVIRONMENT_EPILOG = "environment (a flag given wins over its variable):\n" + "\n".join(
     f"  {name:<22} {what}" for name, what in ENVIRONMENT

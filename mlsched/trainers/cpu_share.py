@@ -42,6 +42,7 @@ from pathlib import Path
 from mlsched.core.errors import SpecError
 
 __all__ = [
+    "CPU_MOUNT_ENV",
     "PERIOD_US",
     "WEIGHT",
     "CpuControl",
@@ -76,12 +77,23 @@ class CpuControl:
     version: int  # 1: the v1 ``cpu`` hierarchy; 2: the unified hierarchy
 
 
+#: A mount of the cpu hierarchy to use before any other (an emulated cluster's own bind,
+#: which it sets for its processes): inside a network namespace every cluster's bind is
+#: visible, and another cluster's, or a crashed one's, may be unmounted under the agent.
+CPU_MOUNT_ENV = "MLSCHED_CPU_MOUNT"
+
+
 def cpu_control(mounts: Path = _MOUNTS) -> tuple[CpuControl | None, str]:
-    """The writable cpu controller of this machine, or None with the reason why not."""
+    """The writable cpu controller of this machine, or None with the reason why not: the
+    mount :data:`CPU_MOUNT_ENV` names when it is one, else the first."""
     try:
         lines = mounts.read_text(encoding="utf-8").splitlines()
     except OSError as err:
         return None, f"cannot read {mounts}: {err}"
+    preferred = os.environ.get(CPU_MOUNT_ENV)
+    if preferred:
+        first = [ln for ln in lines if len(ln.split()) >= 4 and ln.split()[1] == preferred]
+        lines = first + [ln for ln in lines if ln not in first]
     for line in lines:
         parts = line.split()
         if len(parts) < 4:

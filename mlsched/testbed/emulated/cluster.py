@@ -40,6 +40,7 @@ from mlsched.testbed.emulated.state import (
 )
 from mlsched.testbed.emulated.topology import EmulationSpec, HostPlan, NetworkPlan, plan_network
 from mlsched.trainers.cpu_share import (
+    CPU_MOUNT_ENV,
     cpu_control,
     host_group,
     join_argv,
@@ -169,6 +170,8 @@ class EmulatedCluster:
         log_path = logs / f"{name}.log"
         env = {**os.environ}
         env.setdefault("OMP_NUM_THREADS", "1")  # a few cores shared by every host
+        if self.state.cpu_mount:
+            env[CPU_MOUNT_ENV] = self.state.cpu_mount  # this cluster's bind, not another's
         command = netns_exec(netns, argv) if netns else list(argv)
         group = self.state.cpu_groups.get(netns) if netns else None
         if group:

@@ -84,19 +84,20 @@ def _failed(doc: dict[str, Any], bounds: Bounds = BOUNDS) -> list[str]:
 
 def test_each_statistic_past_its_bound_fails_its_own_check() -> None:
     assert _failed(_doc(shift=0.03)) == []
-    assert _failed(_doc(shift=0.07)) == ["bias", "fresh"]  # every job 7 % one way
-    assert _failed(_doc(shift=-0.07)) == ["bias", "fresh"]  # an interval holds both ways
+    assert _failed(_doc(shift=0.07)) == ["fresh"]  # every job 7 % one way
+    assert _failed(_doc(shift=-0.07)) == ["fresh"]  # an interval holds both ways
     # Only the restarted jobs off: their own check, where the mean over all of them holds.
     assert _failed(_doc(restart_shift=0.15)) == ["restarted"]
     assert _failed(_doc(it_shift=0.12)) == ["iteration"]
     assert _failed(_doc(it_shift=-0.12)) == ["iteration"]
-    # A job the simulator started a slot later is off by its queue: the bias, not the
-    # jobs that started alike.
-    assert _failed(_doc(diverged=0.6)) == ["bias"]
+    # A job the simulator started a slot later is off by its queue, not by the costs: the
+    # jobs that started alike leave it out.
+    assert _failed(_doc(diverged=0.6)) == []
+    assert run_statistics(_doc(diverged=0.6))["bias"] == pytest.approx(0.6 / 8)
     # An interval off zero: a run on the other side of zero fails though its size passes.
-    off = Bounds({**BOUNDS.intervals, "bias": (0.02, 0.10)}, BOUNDS.spreads, BOUNDS.reach)
+    off = Bounds({**BOUNDS.intervals, "fresh": (0.02, 0.10)}, BOUNDS.spreads, BOUNDS.reach)
     assert _failed(_doc(shift=0.04), off) == []
-    assert _failed(_doc(shift=-0.04), off) == ["bias"]
+    assert _failed(_doc(shift=-0.04), off) == ["fresh"]
     stats = run_statistics(_doc(shift=0.03, restart_shift=0.15))
     assert stats["bias"] == pytest.approx(0.03 + 0.15 / 4)
     assert stats["restarted"] == pytest.approx(0.18)
@@ -114,7 +115,6 @@ def test_no_restart_or_no_job_alike_fails_the_check_that_needs_it() -> None:
     assert "restart costs unchecked" in checks["restarted"].detail
     assert not checks["fresh"].passed and "start-up costs unchecked" in checks["fresh"].detail
     assert not checks["iteration"].passed and "compute unchecked" in checks["iteration"].detail
-    assert checks["bias"].passed
 
 
 def test_the_ranking_is_decided_only_beyond_the_noise() -> None:
@@ -139,8 +139,8 @@ def test_bounds_are_a_prediction_interval_over_the_repeats() -> None:
     k = t.ppf(1 - FALSE_ALARM / (len(STATISTICS) + 1) / 2, n - 1) * math.sqrt(1 + 1 / n)
     assert bounds.repeats == n
     mean, reach = statistics.fmean(shifts), k * statistics.stdev(shifts)
-    assert bounds.intervals["bias"] == pytest.approx((mean - reach, mean + reach))
     assert bounds.intervals["fresh"] == pytest.approx((mean - reach, mean + reach))
+    assert "bias" not in bounds.intervals  # reported, not bounded
     # b's measured mean moves with its scale, a's not at all: the tie is b's spread alone.
     b_means = [35.0 * (2.0 + x) for x in shifts]
     spread = statistics.stdev(b_means) / statistics.fmean(b_means)
@@ -188,15 +188,15 @@ def test_the_simulator_as_it_is_passes_on_every_recorded_run(rec: Any, bounds: B
 
 #: Per plant, the share of the recorded runs the check must fail on, as measured (11 runs,
 #: docs/testing.md's table): every one where the regression moves a statistic by more than
-#: a run's noise on this machine; start-up a third off 8 of 11 and compute 40 % off 4-5 of
-#: 11, whose statistics they move by two to four of the recorded runs' standard deviations,
-#: inside the reach of a 1 % false alarm (4.3). A check that loses power fails here.
+#: a run's noise on this machine; start-up a third off 5-8 of 11 and compute 40 % off 4-6
+#: of 11, whose statistics they move by two to four of the recorded runs' standard
+#: deviations, inside the reach of a 1 % false alarm (4.2). A check that loses power fails.
 DETECTED = {
-    "start-up a third short": 0.7,
+    "start-up a third short": 0.45,
     "start-up a third long": 0.7,
     "restart not charged": 1.0,
     "communication dropped": 1.0,
-    "compute 40 % fast": 0.45,
+    "compute 40 % fast": 0.5,
     "compute 40 % slow": 0.35,
     "ranking reversed": 1.0,
 }

@@ -51,7 +51,7 @@ from mlsched.engine.results import RunResult
 from mlsched.engine.simulator import TruthConfig
 from mlsched.experiments.base import Check
 from mlsched.perfmodel.profile import Cell, Profile, load_profile
-from mlsched.testbed.fidelity.report import job_row, same_ranking
+from mlsched.testbed.fidelity.report import finished_means, job_row, same_ranking
 from mlsched.workloads.base import Workload
 
 __all__ = [
@@ -128,19 +128,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def policy_means(result: Mapping[str, Any]) -> dict[str, tuple[float | None, float | None]]:
     """Per policy, mean JCT measured and simulated over the jobs both sides finished."""
-    out: dict[str, tuple[float | None, float | None]] = {}
-    for run in result["runs"]:
-        both = [
-            (r["jct_measured_s"], r["jct_simulated_s"])
-            for r in run["jobs"]
-            if r["jct_measured_s"] is not None and r["jct_simulated_s"] is not None
-        ]
-        out[run["policy"]] = (
-            (statistics.fmean(m for m, _ in both), statistics.fmean(s for _, s in both))
-            if both
-            else (None, None)
-        )
-    return out
+    return {run["policy"]: finished_means(run["jobs"]) for run in result["runs"]}
 
 
 def one_host(placement: str | None) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "ablation_rows",
     "fidelity_checks",
     "fidelity_report",
+    "finished_means",
     "iteration_medians",
     "job_row",
     "pooled_checks",
@@ -78,7 +79,7 @@ class FidelityRun:
 
     def means(self, truth: str = MAIN) -> tuple[float | None, float | None]:
         """Mean JCT measured and simulated over the jobs both sides finished."""
-        return _means(self.jobs(truth))
+        return finished_means(self.jobs(truth))
 
     def to_dict(self) -> dict[str, Any]:
         m, s = self.means()
@@ -170,7 +171,7 @@ def _median_job_error(runs: Sequence[FidelityRun], truth: str) -> float:
     return statistics.median(errors) if errors else math.inf
 
 
-def _means(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None]:
+def finished_means(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None]:
     """Mean JCT measured and simulated over the job rows both sides finished."""
     both = [
         (r["jct_measured_s"], r["jct_simulated_s"])
@@ -236,7 +237,7 @@ def _goal_checks(
             f"{median:.1%} over {len(errors)} job runs",
         )
     ]
-    means = {policy: _means(rows) for policy, rows in by_policy.items()}
+    means = {policy: finished_means(rows) for policy, rows in by_policy.items()}
     for policy, (m, s) in means.items():
         err = _error(s, m)
         detail = "no job finished on both sides" if m is None or s is None else (

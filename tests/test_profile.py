@@ -28,7 +28,7 @@ from mlsched.perfmodel.profile import (
     mean_profile,
     to_gavel,
 )
-from mlsched.profiling.grid import Grid, cells_at_once, run_grid
+from mlsched.profiling.grid import Grid, cell_cores, fitting, measure_budget, run_grid
 from mlsched.profiling.measure import Settings
 
 GAVEL = {
@@ -226,21 +226,34 @@ def test_a_share_below_the_kernels_floor_is_refused_by_name() -> None:
     assert Settings(cpus=0.3).to_dict()["cpus"] == 0.3 and "cpus" not in Settings().to_dict()
 
 
-def test_cells_are_measured_at_once_only_in_slices_that_fit_the_cores(
+def test_cells_are_measured_together_as_far_as_their_slices_fit_the_cores(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Slices of 0.25 cores a rank and 0.2 a PS: 0.45 + 0.5 + 0.7 = 1.65 cores for these
-    three cells, with 0.2 to spare: at once on two cores, one at a time on one; without
-    slices (a whole machine or a GPU each) never at once."""
-    cells = [("mlp", "ps_async", 1), ("mlp", "ring", 2), ("mlp", "ps_sync", 2)]
+    """Slices of 0.25 cores a rank and 0.2 a PS: a one-worker PS cell holds 0.45 cores, a
+    two-rank ring 0.5, a two-worker PS 0.7; on two cores 1.8 of them may run at once. The
+    default fidelity form's five cells go in two waves instead of five, a cell starting as
+    soon as the others leave it room; without slices a cell has the machine to itself."""
     sliced = Settings(device_cores=0.25, ps_cores=0.2)
+    cells = [("mlp", "ps_async", 1), ("resnet20", "ps_sync", 2), ("vgg11-narrow", "ring", 2),
+             ("mlp", "ring", 2), ("resnet20", "ps_async", 1)]  # fmt: skip
+    cores = [cell_cores(c, sliced) for c in cells]
+    assert cores == pytest.approx([0.45, 0.7, 0.5, 0.5, 0.45])
+    assert cell_cores(cells[0], Settings()) is None and measure_budget(Settings()) is None
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    assert cells_at_once(cells, sliced) == 3
-    assert cells_at_once(cells, Settings()) == 1
-    assert cells_at_once(cells[:1], sliced) == 1
-    assert cells_at_once([*cells, ("mlp", "ring", 1)], sliced) == 1  # 1.65 + 0.25 + 0.2 > 2
+    room = measure_budget(sliced)
+    assert room == pytest.approx(1.8)
+    c = [float(x or 0.0) for x in cores]
+    assert fitting(range(5), c, 0.0, room, idle=True) == [0, 1, 2]  # 1.65 cores
+    assert fitting([3, 4], c, 1.2, room, idle=False) == [3]  # the first ended: 1.7
+    assert fitting([4], c, 1.7, room, idle=False) == []  # 2.15 would not fit
+    assert fitting([4], c, 1.2, room, idle=False) == [4]
+    # A cell larger than the room runs when nothing else does, and alone.
+    big = [2.5, 0.45]
+    assert fitting([0, 1], big, 0.0, room, idle=True) == [0]
+    assert fitting([1], big, 2.5, room, idle=False) == []
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
-    assert cells_at_once(cells, sliced) == 1
+    assert measure_budget(sliced) == pytest.approx(0.8)
+    assert fitting(range(5), c, 0.0, 0.8, idle=True) == [0]
 
 
 def test_two_measurements_of_a_profile_average_field_by_field() -> None:

@@ -5,10 +5,12 @@ measured; run again with the same file and settings, it measures only the cells 
 A file measured elsewhere (another machine, device or settings) is refused, the differing
 field named: one file holds the numbers of one machine.
 
-Cells in stand-in device slices may be measured at once (``at_once``, each cell in a process
-of its own, so each has slice groups of its own): where the slices of all of them fit in the
-machine's cores, each process still gets its share, as the jobs of a real run on that
-machine share it (:func:`cells_at_once`).
+Cells in stand-in device slices may be measured at once (each cell in a process of its own,
+so each has slice groups of its own): as many at a time as their slices fit in the
+machine's cores (``budget``, :func:`measure_budget`), so that each process still gets its
+share, as the jobs of a real run on that machine share it. A cell's start-ups (two Python
+processes importing torch, 10-20 s each in a quarter core) are most of its time, and they
+overlap.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import multiprocessing
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    BrokenExecutor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +40,10 @@ __all__ = [
     "CellList",
     "Grid",
     "ProfileRun",
-    "cells_at_once",
+    "cell_cores",
     "cells_for_jobs",
+    "fitting",
+    "measure_budget",
     "run_grid",
 ]
 
@@ -124,19 +134,29 @@ class ProfileRun:
     failed: list[tuple[tuple[str, str, int], str]]
 
 
-def cells_at_once(cells: Sequence[tuple[str, str, int]], settings: Settings) -> int:
-    """How many of ``cells`` :func:`run_grid` may measure at once: all of them where each
-    process runs in a device slice and the slices of all of them fit in the cores this
-    process may use (with a fifth of a core to spare for this process), else one."""
+#: Cores kept free of the cells' slices when they are measured together: the measuring
+#: processes' own, and the kernel's.
+SPARE_CORES = 0.2
+
+
+def cell_cores(cell: tuple[str, str, int], settings: Settings) -> float | None:
+    """The cores a cell's processes hold in their device slices (its ranks', its PS's);
+    None where they run unsliced (a whole machine, or a GPU each)."""
     slices = settings.slices()
-    if slices is None or len(cells) < 2:
-        return 1
-    demand = sum(
-        slices.cores(ps=False, ranks=workers)
-        + (slices.cores(ps=True, ranks=0) if kind_arch(kind)[0] == "ps" else 0.0)
-        for _, kind, workers in cells
-    )
-    return len(cells) if demand + 0.2 <= usable_cores() else 1
+    if slices is None:
+        return None
+    _, kind, workers = cell
+    ps = slices.cores(ps=True, ranks=0) if kind_arch(kind)[0] == "ps" else 0.0
+    return slices.cores(ps=False, ranks=workers) + ps
+
+
+def measure_budget(settings: Settings) -> float | None:
+    """The cores the slices of cells measured together may hold (:func:`run_grid`'s
+    ``budget``): this process's cores less :data:`SPARE_CORES`; None without slices,
+    where each cell wants the whole machine."""
+    if settings.slices() is None:
+        return None
+    return usable_cores() - SPARE_CORES
 
 
 def run_grid(
@@ -147,9 +167,12 @@ def run_grid(
     device_type: str | None = None,
     say: Callable[[str], None] = print,
     at_once: int = 1,
+    budget: float | None = None,
 ) -> ProfileRun:
-    """Measure every cell of ``grid`` not yet in ``out`` and write ``out`` after each
-    (``at_once`` cells at a time, :func:`cells_at_once`; reported in the grid's order)."""
+    """Measure every cell of ``grid`` not yet in ``out`` and write ``out`` after each,
+    reported in the grid's order: ``at_once`` cells at a time, or, with ``budget``
+    (:func:`measure_budget`), as many at a time as their slices' cores fit in it, a cell
+    starting as soon as the cells before it leave it room (:func:`cell_cores`)."""
     from mlsched.trainers.allreduce.horovod import horovod_available
 
     machine, device = machine_info(), device_info(settings.device)
@@ -172,7 +195,7 @@ def run_grid(
             say(f"[{i}/{len(todo)}] {model} {kind} x{workers}: skipped, Horovod not installed")
         else:
             runnable.append((i, (model, kind, workers)))
-    for i, cell, measured in _measured(runnable, dtype, settings, at_once):
+    for i, cell, measured in _measured(runnable, dtype, settings, at_once, budget):
         model, kind, workers = cell
         if isinstance(measured, str):
             run.failed.append((cell, measured))
@@ -201,27 +224,56 @@ def _measure_one(cell: tuple[str, str, int], dtype: str, settings: Settings) -> 
             return str(err)[:300]
 
 
+def fitting(
+    waiting: Sequence[int], cores: Sequence[float], held: float, room: float, *, idle: bool
+) -> list[int]:
+    """The waiting cells (indices into ``cores``) that start now, in order: each whose
+    cores fit in what ``held`` leaves of ``room``; with nothing running (``idle``), the
+    first whatever it holds, so that a cell larger than the room still runs, alone."""
+    out: list[int] = []
+    for k in waiting:
+        if (idle and not out) or held + cores[k] <= room + 1e-9:
+            out.append(k)
+            held += cores[k]
+    return out
+
+
 def _measured(
     runnable: Sequence[tuple[int, tuple[str, str, int]]], dtype: str, settings: Settings,
-    at_once: int,
+    at_once: int, budget: float | None,
 ) -> Iterator[tuple[int, tuple[str, str, int], Cell | str]]:  # fmt: skip
-    """Each cell's outcome, in order; ``at_once`` > 1: measured meanwhile in processes of
-    their own (spawned: the cells' slice groups are named by process)."""
-    if at_once <= 1 or len(runnable) < 2:
+    """Each cell's outcome, in order. Cells measured together run in processes of their
+    own (spawned: the cells' slice groups are named by process): ``at_once`` of them, or
+    those whose :func:`cell_cores` fit in ``budget`` together, the first waiting cell that
+    fits starting whenever one ends (one that fits nowhere runs alone)."""
+    if (budget is None and at_once <= 1) or len(runnable) < 2:
         for i, cell in runnable:
             yield i, cell, _measure_one(cell, dtype, settings)
         return
+    cores = [1.0 if budget is None else cell_cores(cell, settings) or 0.0 for _, cell in runnable]
+    room = float(at_once) if budget is None else budget
+    waiting = list(range(len(runnable)))
+    running: dict[Future[Cell | str], int] = {}
+    done: dict[int, Cell | str] = {}
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(at_once, len(runnable)), mp_context=ctx) as pool:
-        futures = [
-            (i, cell, pool.submit(_measure_one, cell, dtype, settings)) for i, cell in runnable
-        ]
-        for i, cell, future in futures:
-            try:
-                got = future.result()
-            except BrokenExecutor as err:  # a measuring process died: the cell failed
-                got = f"its measuring process ended abruptly ({err})"
-            yield i, cell, got
+    with ProcessPoolExecutor(max_workers=len(runnable), mp_context=ctx) as pool:
+        following = 0  # the next cell to report, in order
+        while following < len(runnable):
+            held = sum(cores[k] for k in running.values())
+            for k in fitting(waiting, cores, held, room, idle=not running):
+                running[pool.submit(_measure_one, runnable[k][1], dtype, settings)] = k
+                waiting.remove(k)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                k = running.pop(future)
+                try:
+                    done[k] = future.result()
+                except BrokenExecutor as err:  # a measuring process died: the cell failed
+                    done[k] = f"its measuring process ended abruptly ({err})"
+            while following in done:
+                i, cell = runnable[following]
+                yield i, cell, done.pop(following)
+                following += 1
 
 
 def _type_name(name: str) -> str:

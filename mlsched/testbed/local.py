@@ -263,7 +263,7 @@ def measure_demo_profile(
     """The cells the demo's jobs need, measured into ``profile`` as the demo's agents will
     run them (in their slices; a launcher per rank, as a job spread over the two agents
     starts). Returns the cells that failed, each with why."""
-    from mlsched.profiling.grid import cells_for_jobs, run_grid
+    from mlsched.profiling.grid import cells_for_jobs, measure_budget, run_grid
     from mlsched.profiling.measure import SLICED_STEPS, Settings
 
     settings = Settings(
@@ -272,4 +272,6 @@ def measure_demo_profile(
         ps_cores=slices.ps_cores if slices else None,
         ranks_per_node=1,
     )  # fmt: skip
-    return list(run_grid(cells_for_jobs(demo_jobs(policy)), settings, profile, say=say).failed)
+    cells = cells_for_jobs(demo_jobs(policy))
+    run = run_grid(cells, settings, profile, say=say, budget=measure_budget(settings))
+    return list(run.failed)

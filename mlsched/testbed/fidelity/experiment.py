@@ -27,7 +27,7 @@ from typing import Any
 from mlsched.engine.builder import SimulationConfig, simulate
 from mlsched.engine.simulator import TruthConfig
 from mlsched.perfmodel.profile import Profile, load_profile, mean_profile
-from mlsched.profiling.grid import cells_at_once, cells_for_jobs, run_grid
+from mlsched.profiling.grid import cells_for_jobs, measure_budget, run_grid
 from mlsched.profiling.measure import SLICED_STEPS, Settings
 from mlsched.testbed.emulated.topology import EmulationSpec
 from mlsched.testbed.experiment import run_policy, testbed_workload
@@ -151,7 +151,7 @@ def _measure_profile(
     # The cells at once where their slices fit the machine: the real runs' jobs share it so.
     cells, settings = cells_for_jobs(jobs), profile_settings(spec, _batch(jobs))
     run = run_grid(cells, settings, path, device_type=spec.gpu_type, say=say,
-                   at_once=cells_at_once(cells.cells(), settings))  # fmt: skip
+                   budget=measure_budget(settings))  # fmt: skip
     if run.failed:
         cell, why = run.failed[0]
         raise RuntimeError(f"profile cell {' '.join(map(str, cell))} failed: {why}")

@@ -278,3 +278,44 @@ def test_views_are_the_single_job_answers_and_sweeps_cover_every_job() -> None:
         assert views[j] == (ex.live(j), ex.failures_of(j), ex.live_state(j))
         assert views[j].doing is not None and views[j].doing.layout == ex.jobs[j].want
     assert views["nobody"] == (None, None, None)
+
+
+def test_start_up_is_reported_once_and_a_paused_restart_loses_its_stop_not_its_wait() -> None:
+    """The first launch reports launch-to-first-iteration as start-up, once. A job paused
+    for three slots and resumed loses its stop (drain to exit) and its relaunch (launch to
+    first iteration), not the 30 s it waited: before, its restart read stop-to-first-
+    iteration and counted the wait."""
+    reg, ex, spec, clock = _setup()
+    p = Placement(((0, 2),))
+    ex.apply(0, Allocation(0, {"j": p}), {"j": spec}, {"j": 100.0})  # launched at 1000
+    first = [_status(f"j.g1.r{r}", RUNNING, last=4, timed=4, compute=0.4) for r in (0, 1)]
+    for s in first:
+        s.measurement.first_iteration_unix = 1003.5 + 0.5 * int(s.task_id[-1])
+    _beat(reg, "a0", first)
+    clock[0] = 1010.0
+    prog = ex.collect(0).progress["j"]
+    assert (prog.startup_s, prog.restart_s) == (4.0, 0.0)  # the slower rank's first iteration
+    ex.apply(1, Allocation(1, {"j": p}), {"j": spec}, {"j": 90.0})
+    _beat(reg, "a0", [_status(f"j.g1.r{r}", RUNNING, last=9) for r in (0, 1)])
+    clock[0] = 1020.0
+    assert ex.collect(1).progress["j"].startup_s == 0.0  # once
+    # Paused at 1020; its ranks have checkpointed and exited by 1022.
+    ex.apply(2, Allocation(2, {}), {"j": spec}, {"j": 80.0})
+    clock[0] = 1022.0
+    _beat(reg, "a0", [_status(f"j.g1.r{r}", DONE, last=9, ckpt=10, cursor=20) for r in (0, 1)])
+    ex.desired_for("a0")
+    clock[0] = 1030.0
+    ex.collect(2)
+    for slot in (3, 4):
+        ex.apply(slot, Allocation(slot, {}), {"j": spec}, {"j": 80.0})
+        clock[0] += 10.0
+        ex.collect(slot)
+    assert clock[0] == 1050.0  # resumed after three slots idle
+    ex.apply(5, Allocation(5, {"j": p}), {"j": spec}, {"j": 80.0})
+    again = [_status(f"j.g2.r{r}", RUNNING, last=14, timed=4, compute=0.4) for r in (0, 1)]
+    for s in again:
+        s.measurement.first_iteration_unix = 1053.0
+    _beat(reg, "a0", again)
+    clock[0] = 1060.0
+    prog = ex.collect(5).progress["j"]
+    assert prog.restart_s == pytest.approx(2.0 + 3.0) and prog.startup_s == 0.0

@@ -60,17 +60,25 @@ def test_the_simulator_predicts_the_testbed_within_the_noise(tmp_path: Path) -> 
     that the recorded repeats of this form on this machine give (tests/data/fidelity-smoke),
     the ranking where the measured means are apart beyond their spread. One run's four jobs
     a policy do not hold the 10 % goals on this shared 2-core machine; the planted
-    regressions each fail the check on every recorded run (test_fidelity_noise.py)."""
-    from mlsched.testbed.fidelity.noise import load_recordings, noise_bounds, regression_checks
+    regressions each fail the check on every recorded run (test_fidelity_noise.py). The
+    run is simulated with its profile and again with its own measured costs."""
+    from mlsched.perfmodel.profile import load_profile
+    from mlsched.testbed.fidelity.noise import (
+        Recording,
+        check_run,
+        load_recordings,
+        recorded_bounds,
+    )
 
     recorded = Path(__file__).parent / "data" / "fidelity-smoke"
-    bounds = noise_bounds([rec.result for rec in load_recordings(recorded)])
+    bounds = recorded_bounds(load_recordings(recorded))
     report, result = _run(tmp_path / "run")
     missed = [c for c in result["checks"] if not c["passed"]]
     if missed:
         names = "; ".join(f"{c['name']}: {c['detail']}" for c in missed)
         warnings.warn(f"the smaller form missed a goal in this run: {names}", stacklevel=1)
-    checks = regression_checks(result, bounds)
+    profile = load_profile(tmp_path / "run" / "profile.json")
+    checks = check_run(Recording("this run", result, profile), bounds)
     print("\n".join(f"[{'PASS' if c.passed else 'FAIL'}] {c.name}: {c.detail}" for c in checks))
     failed = [c for c in checks if not c.passed]
     assert not failed, f"past the noise's bounds ({bounds}): {failed}\n\n{report}"

@@ -447,6 +447,8 @@ class ClusterExecutor(Executor):
         if end.fatal:
             job.fatal = end.fatal
         self._release_ports(gen)
+        if gen.draining and run.last_stop_at is not None:
+            run.last_stop_s = max(0.0, self.clock() - run.last_stop_at)
         run.ended.append(gen)
         log.info(
             "[controller] job %s generation %d ended at step %d (cursor %d)%s",
@@ -496,6 +498,7 @@ class ClusterExecutor(Executor):
             ports=[(host_agent.host, port)],
             launched_at=self.clock(),
             trigger_at=run.last_stop_at,
+            stopped_s=run.last_stop_s,
         )
         self.task_index.record(job_id, tasks, agent_of)
         self._index_agents(job_id, run.gen)

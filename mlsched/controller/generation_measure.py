@@ -3,8 +3,8 @@
 The agents report each task's cumulative counters; the slot's measurement is their growth
 since the last report the executor read (kept per task in ``JobRun.seen``), as
 per-iteration means with the workers' achieved communication throughput and their hosts'
-NIC throughput. A relaunch's restart time is reported once, when every computing task has
-iterated.
+NIC throughput. A relaunch's restart time, and a job's first launch's start-up, are
+reported once, when every computing task has iterated.
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ from mlsched.core.reports import TaskReport
 from mlsched.engine.executor import JobProgress
 from mlsched.perfmodel.base import Measurement, NicThroughput
 
-__all__ = ["COUNTERS", "measure_generation", "restart_seconds", "slot_progress"]
+__all__ = [
+    "COUNTERS",
+    "measure_generation",
+    "restart_seconds",
+    "slot_progress",
+    "startup_seconds",
+]
 
 COUNTERS = (
     "timed_iterations",
@@ -78,15 +84,35 @@ def measure_generation(
 
 
 def restart_seconds(gen: Generation, statuses: list[TaskReport]) -> float | None:
-    """Stop-to-first-iteration time of a relaunch, once, when it is known."""
-    if gen.restart_reported or gen.trigger_at is None:
+    """The time a relaunch lost, once, when it is known: the stop that made it (its start
+    to the last generation's end) and the relaunch to its first iteration; where the stop's
+    length is unknown, the stop's start to the first iteration."""
+    if gen.trigger_at is None:
+        return None
+    if gen.stopped_s is None:
+        return _to_first_iteration(gen, statuses, gen.trigger_at)
+    relaunch = _to_first_iteration(gen, statuses, gen.launched_at)
+    return None if relaunch is None else gen.stopped_s + relaunch
+
+
+def startup_seconds(gen: Generation, statuses: list[TaskReport]) -> float | None:
+    """Launch-to-first-iteration time of a job's first launch, once, when it is known."""
+    if gen.trigger_at is not None or gen.number != 1:
+        return None
+    return _to_first_iteration(gen, statuses, gen.launched_at)
+
+
+def _to_first_iteration(gen: Generation, statuses: list[TaskReport], since: float) -> float | None:
+    """Seconds from ``since`` to the last computing task's first iteration (a synchronous
+    job waits for it; an asynchronous one is at full speed only then), reported once."""
+    if gen.restart_reported:
         return None
     firsts = [s.measurement.first_iteration_unix for s in statuses if s.measurement.iterations]
     computing = sum(1 for t in gen.tasks.values() if t.computes)
     if not firsts or len(firsts) < computing:
         return None
     gen.restart_reported = True
-    return max(0.0, max(firsts) - gen.trigger_at)
+    return max(0.0, max(firsts) - since)
 
 
 def slot_progress(
@@ -107,7 +133,7 @@ def slot_progress(
     generations' counters are forgotten once read."""
     done_units = float(run.cursor)
     last_t: float | None = None
-    restart_s = 0.0
+    restart_s = startup_s = 0.0
     measurements: list[Measurement] = []
     for gen, statuses in seen:
         steps = [s.measurement.last_step for s in statuses if s.measurement.iterations]
@@ -124,6 +150,9 @@ def slot_progress(
         restart = restart_seconds(gen, statuses)
         if restart is not None:
             restart_s = restart
+        startup = startup_seconds(gen, statuses)
+        if startup is not None:
+            startup_s = startup
     for gen in run.ended:
         for task_id in gen.tasks:
             run.seen.pop(task_id, None)
@@ -138,4 +167,4 @@ def slot_progress(
         run.reported_units = total
         end = last_t if last_t is not None else now()
         offset = min(slot_seconds, max(0.0, end - slot_start))
-    return JobProgress(units, finished, offset, restart_s), measurements
+    return JobProgress(units, finished, offset, restart_s, startup_s), measurements

@@ -72,9 +72,12 @@ class Generation:
     ports: list[tuple[str, int]]
     launched_at: float = field(default_factory=time.time)
     trigger_at: float | None = None  # when the stop that made this launch necessary began
+    # How long that stop took (its start to the generation's end): a restart loses it and
+    # the relaunch's time to the first iteration, not the slots a paused job waited between.
+    stopped_s: float | None = None
     draining: bool = False
     failed: str = ""
-    restart_reported: bool = False
+    restart_reported: bool = False  # its launch-to-first-iteration time (restart or start-up)
     final: dict[str, TaskReport] = field(default_factory=dict)  # at its end
     # The last status each task's agent reported (not persisted): what a lost agent's
     # tasks had done when it went silent.
@@ -98,6 +101,7 @@ class Generation:
             "ports": [list(p) for p in self.ports],
             "launched_at": self.launched_at,
             "trigger_at": self.trigger_at,
+            "stopped_s": self.stopped_s,
             "draining": self.draining,
             "failed": self.failed,
             "restart_reported": self.restart_reported,
@@ -119,6 +123,7 @@ class Generation:
             ports=[(str(h), int(p)) for h, p in raw["ports"]],
             launched_at=raw["launched_at"],
             trigger_at=raw["trigger_at"],
+            stopped_s=raw.get("stopped_s"),
             draining=raw["draining"],
             failed=raw["failed"],
             restart_reported=raw["restart_reported"],
@@ -140,6 +145,7 @@ class JobRun:
     lost_steps: int = 0  # trained steps that failures threw away (past the last checkpoint)
     last_failure: str = ""
     last_stop_at: float | None = None
+    last_stop_s: float | None = None  # how long the last stop took, to its generation's end
     seen: dict[str, tuple[float, ...]] = field(default_factory=dict)  # counters per task
     ended: list[Generation] = field(default_factory=list)  # not yet reported
 

@@ -534,6 +534,8 @@ class Engine:
             record.progress = units if units < total else total
             if prog.restart_s:
                 record.restart_s += prog.restart_s
+            if prog.startup_s:
+                record.startup_s += prog.startup_s
             if prog.finished:
                 offset = prog.finish_offset_s
                 self._finish(record, t, self.slot_seconds if offset is None else offset)

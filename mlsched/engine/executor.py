@@ -23,13 +23,16 @@ class JobProgress(NamedTuple):
 
     ``units`` is the work done (never more than what remained); ``finished`` says the job's
     work is complete, ``finish_offset_s`` when within the slot; ``restart_s`` is time lost
-    to checkpoint + restart because the placement changed.
+    to checkpoint + restart because the placement changed; ``startup_s`` the time its first
+    launch took to its first iteration (a simulator charges it over the slots it spans, a
+    cluster reports it once, when the last computing task has begun).
     """
 
     units: float
     finished: bool = False
     finish_offset_s: float | None = None
     restart_s: float = 0.0
+    startup_s: float = 0.0
 
 
 class JobFailure(NamedTuple):

@@ -36,6 +36,7 @@ class JobRecord:
     plan: Plan | None = None
     restarts: int = 0
     restart_s: float = 0.0
+    startup_s: float = 0.0  # the first launch's, to its first iteration
     quote: Quote | None = None
     reject_kind: RejectKind | None = None
     reason: str = ""

@@ -73,7 +73,9 @@ _STEADY_TAIL = (0.0, 0.0, None, None, NO_NIC)  # nothing received, no restart, n
 @dataclass(frozen=True)
 class TruthConfig:
     """How the simulated reality departs from the job specs. ``startup_s`` and
-    ``restart_s`` apply to jobs the profile has no cell for (or with no profile)."""
+    ``restart_s`` apply to jobs the profile has no cell for (or with no profile).
+    ``job_profiles``: a job's own profile in place of ``profile`` (a recorded run's jobs
+    each with the costs it measured, :func:`mlsched.testbed.fidelity.noise.own_costs`)."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
@@ -82,6 +84,7 @@ class TruthConfig:
     startup_s: float = 0.0
     measure: bool = True
     profile: Profile | None = None
+    job_profiles: Mapping[str, Profile] | None = None
 
     def __post_init__(self) -> None:
         for name in ("compute_scale", "comm_scale"):
@@ -106,6 +109,8 @@ class TruthConfig:
                 "device": self.profile.device.get("type"),
                 "cells": len(self.profile.cells),
             }
+        if self.job_profiles:
+            out["job_profiles"] = len(self.job_profiles)
         return out
 
 
@@ -126,10 +131,14 @@ class SimulatedExecutor(Executor):
         self.truth = truth or TruthConfig()
         self._model = RuntimeEstimator(cluster, families)
         self._lookup: ProfileLookup | None = None
-        if self.truth.profile:  # imported here: a truth from the specs never needs it
-            from mlsched.perfmodel.profiled import ProfileLookup
+        self._job_lookups: dict[str, ProfileLookup] = {}
+        if self.truth.profile or self.truth.job_profiles:  # a truth from the specs never
+            from mlsched.perfmodel.profiled import ProfileLookup  # needs it: imported here
 
-            self._lookup = ProfileLookup(self.truth.profile)
+            if self.truth.profile:
+                self._lookup = ProfileLookup(self.truth.profile)
+            for job_id, own in (self.truth.job_profiles or {}).items():
+                self._job_lookups[job_id] = ProfileLookup(own)
         self._seed = seed
         self._rng: np.random.Generator | None = None  # made at the first noisy slot
         self._last: dict[str, Placement] = {}
@@ -155,7 +164,7 @@ class SimulatedExecutor(Executor):
             iter_s = compute + comm
             rate = units / iter_s if iter_s > 0 else 0.0
             per_iter = 2 * job.gradient_bytes
-            steady = _progress((rate * self.slot_seconds, False, None, 0.0))
+            steady = _progress((rate * self.slot_seconds, False, None, 0.0, 0.0))
             iterations = steady.units / units
             # iterations, time, compute, comm, bytes sent and received, restart,
             # prediction, measured Gbit/s, NIC readings
@@ -194,14 +203,15 @@ class SimulatedExecutor(Executor):
         compute, comm = self._model.prior_parts(job, p)
         startup, restart = self.truth.startup_s, self.truth.restart_s
         match = None
-        if self._lookup is not None and p.n_workers > 0:
+        lookup = self._job_lookups.get(job.job_id, self._lookup)
+        if lookup is not None and p.n_workers > 0:
             servers = self.cluster.servers
             types = {servers[s].gpu_type for s, _ in p.workers}
             device = p.worker_type or job.gpu_type or (types.pop() if len(types) == 1 else None)
             from mlsched.perfmodel.profiled import placement_shape  # with the lookup
 
             shape = placement_shape(p, self.cluster)
-            match = self._lookup.match(job, p.n_workers, device, shape)
+            match = lookup.match(job, p.n_workers, device, shape)
         if match is None:
             return compute, comm, startup, restart
         spread = len({s for s, _ in (*p.workers, *p.ps)}) > 1
@@ -293,10 +303,12 @@ class SimulatedExecutor(Executor):
                 continue
             done = rate * usable
             if rate > 0 and done >= left - 1e-9:
-                progress[job_id] = _progress((left, True, lost + left / rate, restart))
+                progress[job_id] = _progress(
+                    (left, True, lost + left / rate, restart, lost - restart)
+                )
                 units = left
             else:
-                progress[job_id] = _progress((done, False, None, restart))
+                progress[job_id] = _progress((done, False, None, restart, lost - restart))
                 units = done
             if measure and units > 0:
                 iterations = units / truth.units_per_iter

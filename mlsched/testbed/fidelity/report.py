@@ -73,6 +73,7 @@ class FidelityRun:
                 "started_slot_measured": rec.started_slot,
                 "slots_run_measured": rec.slots_run,
                 "placement_measured": placement_text(rec, self.servers),
+                **launch_costs(rec, "measured"),
             }  # fmt: skip
             rows.append(job_row(measured, sim, self.servers, iters_sim))
         return rows
@@ -104,7 +105,7 @@ def job_row(
 ) -> dict[str, Any]:
     """A job's row: its measured side (``job_id``, ``policy``, ``jct_measured_s``,
     ``restarts_measured``, ``iteration_measured_s``, ``started_slot_measured``,
-    ``placement_measured``) beside what ``sim`` gives it (``servers``: its servers' names by
+    ``placement_measured``, :func:`launch_costs`) beside what ``sim`` gives it (``servers``: its servers' names by
     index; ``iters``: :func:`iteration_medians` of ``sim``, when already at hand)."""
     iters = iteration_medians(sim) if iters is None else iters
     job_id, jm = measured["job_id"], measured["jct_measured_s"]
@@ -124,7 +125,19 @@ def job_row(
         "slots_run_simulated": other.slots_run if other is not None else None,
         "placement_measured": measured.get("placement_measured"),
         "placement_simulated": placement_text(other, servers) if other is not None else None,
+        "startup_measured_s": measured.get("startup_measured_s"),
+        "restart_measured_s": measured.get("restart_measured_s"),
+        **(launch_costs(other, "simulated") if other is not None else {}),
     }  # fmt: skip
+
+
+def launch_costs(record: JobRecord, side: str) -> dict[str, float | None]:
+    """A job's first launch to its first iteration (``startup_<side>_s``), and the mean
+    time a restart lost (``restart_<side>_s``); None where it had none."""
+    return {
+        f"startup_{side}_s": record.startup_s or None,
+        f"restart_{side}_s": record.restart_s / record.restarts if record.restarts else None,
+    }
 
 
 def placement_text(record: JobRecord, names: Sequence[str]) -> str | None:

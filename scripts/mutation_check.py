@@ -100,10 +100,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "fidelity-plant-never-applied",
         "mlsched/testbed/fidelity/noise.py",
-        "truth = p.truth(TruthConfig(profile=p.profile(base)))",
-        "truth = p.truth(TruthConfig(profile=base))",
+        'p = PLANTS[plant] if plant is not None else Plant("none")',
+        'p = Plant("none")',
         ("tests/test_fidelity_noise.py", "-k", "planted"),
-        "the replay hands the simulator the recorded profile whatever regression is planted",
+        "the replay hands the simulator the recorded costs whatever regression is planted",
     ),
     Mutant(
         "fidelity-restarted-over-every-job",

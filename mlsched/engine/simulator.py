@@ -75,7 +75,7 @@ class TruthConfig:
     """How the simulated reality departs from the job specs. ``startup_s`` and
     ``restart_s`` apply to jobs the profile has no cell for (or with no profile).
     ``job_profiles``: a job's own profile in place of ``profile`` (a recorded run's jobs
-    each with the costs it measured, :func:`mlsched.testbed.fidelity.noise.own_costs`)."""
+    each with the costs it measured, :func:`mlsched.testbed.fidelity.noise.job_costs`)."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0

@@ -31,7 +31,7 @@ from mlsched.core.cluster import Cluster
 from mlsched.core.job import Arch, JobSpec, SyncMode
 from mlsched.perfmodel.profile import PLACEMENTS, Cell, Profile
 
-__all__ = ["CellMatch", "ProfileLookup", "placement_shape", "profile_kind"]
+__all__ = ["CellMatch", "ProfileLookup", "job_cell", "placement_shape", "profile_kind"]
 
 _DEFAULT_IMAGE = 32  # the trainers' default image side (TrainConfig.image_size)
 
@@ -42,6 +42,12 @@ def profile_kind(job: JobSpec) -> str:
     if job.arch is Arch.ALLREDUCE:
         return "horovod" if str(job.training.get("backend", "ddp")) == "horovod" else "ring"
     return "ps_async" if job.sync is SyncMode.ASYNC else "ps_sync"
+
+
+def job_cell(job: JobSpec) -> tuple[str, str, int]:
+    """The cell a job is measured in, (model, kind, workers): the kind as it is matched
+    (:func:`profile_kind`), the workers the job asks for."""
+    return (job.model, profile_kind(job), job.requested_workers or job.max_workers or 1)
 
 
 @dataclass(frozen=True)

@@ -112,16 +112,12 @@ class CellList:
 
 
 def cells_for_jobs(jobs: Sequence[Mapping[str, Any]]) -> CellList:
-    """The cells a job mix needs, (model, kind, workers) each once in job order: the kind
-    as the simulator matches it (``profile_kind``), the workers the job asks for."""
+    """The cells a job mix needs (``profiled.job_cell``: the kind as the simulator matches
+    it, the workers the job asks for), each once in job order."""
     from mlsched.core.job import JobSpec
-    from mlsched.perfmodel.profiled import profile_kind
+    from mlsched.perfmodel.profiled import job_cell
 
-    seen: dict[tuple[str, str, int], None] = {}
-    for i, raw in enumerate(jobs):
-        spec = JobSpec.from_dict(raw, f"jobs[{i}]")
-        workers = spec.requested_workers or spec.max_workers or 1
-        seen[(spec.model, profile_kind(spec), workers)] = None
+    seen = {job_cell(JobSpec.from_dict(raw, f"jobs[{i}]")): None for i, raw in enumerate(jobs)}
     return CellList(tuple(seen))
 
 

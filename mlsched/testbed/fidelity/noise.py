@@ -17,8 +17,8 @@ does to each statistic.
 The run is simulated twice. With its profile (the experiment's truth), the statistics see
 the profile and the simulator together, and the costs' drift from one run to the next
 (start-ups move by a tenth together, iterations by 5-8 %: the profile, measured minutes
-apart, does not follow) is in their noise. With the run's own costs (:func:`own_costs`:
-each cell's start-up, restart and iteration as the agents measured them in this run), the
+apart, does not follow) is in their noise. With the run's own costs (:func:`job_costs`:
+each job's start-up, restart and iteration as the agents measured them in this run), the
 ``own`` statistics see the simulator's accounting alone, without that drift: a start-up a
 third short is inside the first noise's reach and far outside the second's.
 
@@ -59,6 +59,7 @@ from mlsched.engine.results import RunResult
 from mlsched.engine.simulator import TruthConfig
 from mlsched.experiments.base import Check
 from mlsched.perfmodel.profile import Cell, Profile, load_profile
+from mlsched.perfmodel.profiled import job_cell
 from mlsched.testbed.fidelity.report import finished_means, job_row, same_ranking
 from mlsched.workloads.base import Workload
 
@@ -83,7 +84,7 @@ __all__ = [
 #: The statistics :func:`run_statistics` returns, over a run simulated with a truth.
 MEASURES = ("fresh", "restarted", "iteration")
 #: What :class:`Bounds` bounds, in order: each measure over the run simulated with the
-#: profile, then over it simulated with the run's own costs (:func:`own_costs`), ``own``.
+#: profile, then over it simulated with the run's own costs (:func:`job_costs`), ``own``.
 STATISTICS = (*MEASURES, *(f"own {name}" for name in MEASURES))
 #: Reported beside them, not bounded: every job's JCT error mixes in the policies' queueing
 #: decisions, whose spread the recorder's runs and ``make soak``'s differ in (the first CI
@@ -303,7 +304,7 @@ def regression_checks(
 class Recording:
     """One recorded repeat: its ``results.json`` and the profile it measured. The file's
     ``own_runs`` are its runs as the recording's simulator simulated them with the run's
-    own costs (:func:`own_costs`; the ``runs`` are simulated with the profile): what the
+    own costs (:func:`job_costs`; the ``runs`` are simulated with the profile): what the
     bounds' centre is, so that a simulator changed since is compared with the one
     recorded rather than with itself."""
 
@@ -407,9 +408,9 @@ def _workload(result: Mapping[str, Any], run: Mapping[str, Any]) -> Workload:
 _COSTS = ("startup_s", "restart_s", "iteration_s")
 
 
-def _costs_seen(rows: Sequence[Mapping[str, Any]], spec: JobSpec) -> dict[str, list[float]]:
-    """What ``rows`` (runs of the job ``spec``, or of its cell's jobs) measured of its
-    costs: start-ups, restarts, and the seconds per iteration of runs on one server."""
+def _costs_seen(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """What ``rows`` (a job's runs, or its cell's jobs') measured of their costs:
+    start-ups, restarts, and the seconds per iteration of runs on one server."""
     got: dict[str, list[float]] = {name: [] for name in _COSTS}
     for row in rows:
         for name in ("startup", "restart"):
@@ -419,12 +420,6 @@ def _costs_seen(rows: Sequence[Mapping[str, Any]], spec: JobSpec) -> dict[str, l
         if row.get("iteration_measured_s") and one_host(row.get("placement_measured")):
             got["iteration_s"].append(float(row["iteration_measured_s"]))
     return got
-
-
-def _cell_key(spec: JobSpec) -> tuple[str, str, int]:
-    from mlsched.perfmodel.profiled import profile_kind
-
-    return (spec.model, profile_kind(spec), spec.requested_workers or spec.max_workers or 1)
 
 
 def _with_costs(
@@ -464,10 +459,9 @@ def own_costs(result: Mapping[str, Any], profile: Profile) -> Profile:
     run that did not measure a cost of its own is simulated with (:func:`job_costs`)."""
     specs, rows = _specs(result), _rows(result)
     out = profile
-    for key in {_cell_key(spec) for spec in specs.values()}:
-        mine = [r for r in rows if r["job_id"] in specs and _cell_key(specs[r["job_id"]]) == key]
-        out = _with_costs(out, key, _costs_seen(mine, specs[mine[0]["job_id"]]) if mine else
-                          {name: [] for name in _COSTS})  # fmt: skip
+    for key in {job_cell(spec) for spec in specs.values()}:
+        mine = [r for r in rows if r["job_id"] in specs and job_cell(specs[r["job_id"]]) == key]
+        out = _with_costs(out, key, _costs_seen(mine))
     return out
 
 
@@ -486,7 +480,7 @@ def job_costs(
     for row in run["jobs"]:
         spec = specs.get(row["job_id"])
         if spec is not None:
-            out[spec.job_id] = _with_costs(base, _cell_key(spec), _costs_seen([row], spec))
+            out[spec.job_id] = _with_costs(base, job_cell(spec), _costs_seen([row]))
     return out
 
 
@@ -536,10 +530,9 @@ def plant_table(recordings: Sequence[Recording], bounds: Bounds) -> list[dict[st
         checks = [regression_checks(a, bounds, b) for a, b in pairs]
         failed = sum(not all(c.passed for c in cs) for cs in checks)
         ranking = sum(not cs[-1].passed for cs in checks)
-        results = pairs
         row: dict[str, Any] = {"plant": plant or "none (the simulator as it is)",
                                "failed": failed, "ranking_failed": ranking,
-                               "runs": len(results)}  # fmt: skip
+                               "runs": len(pairs)}  # fmt: skip
         for name in STATISTICS:
             vals = [v for s in stats if (v := s[name]) is not None]
             row[name] = (min(vals), max(vals)) if vals else None
